@@ -1,0 +1,68 @@
+//! Objects whose schema the crate does not know: [`DynamicObject`] keeps every field;
+//! [`PartialObjectMetadata`] keeps only `metadata` (for metadata-only informers).
+
+use serde::{Deserialize, Serialize};
+
+use super::{Object, ObjectMeta, TypeMeta};
+
+/// Any object of any resource (CRDs included), with every field kept.
+///
+/// `metadata` is typed; everything else (`spec`, `status`, `data`, ...) stays in [`DynamicObject::data`].
+///
+/// ```
+/// use informer::DynamicObject;
+/// let o: DynamicObject = serde_json::from_str(
+///     r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"size":3}}"#,
+/// ).unwrap();
+/// assert_eq!(o.data["spec"]["size"], 3);
+/// assert_eq!(serde_json::to_value(&o).unwrap()["spec"]["size"], 3);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DynamicObject {
+    #[serde(flatten)]
+    pub types: TypeMeta,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// All other top-level fields.
+    #[serde(flatten)]
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Object for DynamicObject {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// An object reduced to its `apiVersion`, `kind` and `metadata`: the rest of the JSON is skipped
+/// without being built, which makes decoding several times cheaper than a full object.
+///
+/// ```
+/// use informer::{Object, PartialObjectMetadata};
+/// let o: PartialObjectMetadata = serde_json::from_str(
+///     r#"{"kind":"Pod","metadata":{"name":"a","resourceVersion":"7"},"spec":{"containers":[]}}"#,
+/// ).unwrap();
+/// assert_eq!(o.meta().resource_version, "7");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartialObjectMetadata {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+}
+
+impl Object for PartialObjectMetadata {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}

@@ -1,0 +1,169 @@
+//! Object metadata shared by every Kubernetes object (`metadata`, `apiVersion`, `kind`).
+//!
+//! Field names follow the apiserver's JSON (camelCase on the wire, snake_case in Rust). Every field is
+//! optional on the wire and defaults to empty here, so a partial object (a BOOKMARK, a Table row, an
+//! object from a newer server) always decodes. Unknown fields are ignored.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `apiVersion` and `kind`, as carried by every top-level object.
+///
+/// ```
+/// let t: informer::TypeMeta = serde_json::from_str(r#"{"apiVersion":"v1","kind":"Pod"}"#).unwrap();
+/// assert_eq!(t.kind, "Pod");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeMeta {
+    /// `group/version`, or just `version` for the core group (`"v1"`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The kind, e.g. `"Pod"`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+}
+
+/// The `metadata` of an object (`ObjectMeta` in the Kubernetes API).
+///
+/// Timestamps are kept as the RFC 3339 strings the apiserver sends: the informer never does
+/// arithmetic on them, and keeping them as strings avoids a date-time dependency.
+///
+/// ```
+/// use informer::ObjectMeta;
+/// let m: ObjectMeta = serde_json::from_str(
+///     r#"{"name":"web","namespace":"default","resourceVersion":"42","labels":{"app":"web"}}"#,
+/// ).unwrap();
+/// assert_eq!(m.resource_version, "42");
+/// assert_eq!(m.labels["app"], "web");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub generate_name: String,
+    /// Empty for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub self_link: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Opaque version string; compare for equality only, unless both sides parse as integers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_grace_period_seconds: Option<i64>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    pub labels: BTreeMap<String, String>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    pub owner_references: Vec<OwnerReference>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    pub finalizers: Vec<String>,
+    /// Server-side-apply bookkeeping, kept verbatim. Often the largest part of an object: drop it in an
+    /// informer's transform hook if you do not need it.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_default"
+    )]
+    pub managed_fields: Vec<serde_json::Value>,
+}
+
+impl ObjectMeta {
+    /// The cache key of the object: `namespace/name`, or `name` for cluster-scoped objects
+    /// (client-go's `MetaNamespaceKeyFunc`).
+    ///
+    /// ```
+    /// let mut m = informer::ObjectMeta::default();
+    /// m.name = "web".into();
+    /// assert_eq!(m.key(), "web");
+    /// m.namespace = "prod".into();
+    /// assert_eq!(m.key(), "prod/web");
+    /// ```
+    pub fn key(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            let mut k = String::with_capacity(self.namespace.len() + 1 + self.name.len());
+            k.push_str(&self.namespace);
+            k.push('/');
+            k.push_str(&self.name);
+            k
+        }
+    }
+}
+
+/// A reference to an owning object (`metadata.ownerReferences[]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub uid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_owner_deletion: Option<bool>,
+}
+
+/// The `metadata` of a list response: the snapshot's resourceVersion and the pagination state.
+///
+/// ```
+/// let m: informer::ListMeta =
+///     serde_json::from_str(r#"{"resourceVersion":"79","continue":"abc","remainingItemCount":3}"#).unwrap();
+/// assert_eq!(m.continue_token, "abc");
+/// assert_eq!(m.remaining_item_count, Some(3));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListMeta {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    /// Token for the next page; empty on the last page.
+    #[serde(default, rename = "continue", skip_serializing_if = "String::is_empty")]
+    pub continue_token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining_item_count: Option<i64>,
+}
+
+/// Deserializes `null` as the type's default (Go serializes nil maps and slices as `null`).
+pub(crate) fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}

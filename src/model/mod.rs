@@ -1,0 +1,17 @@
+//! The resource model: object metadata, the [`Object`]/[`Resource`] traits, typed kinds, dynamic and
+//! metadata-only objects, and the apiserver's `Status`.
+//!
+//! Decoding is lenient by design: every field is optional, `null` reads as empty, and unknown fields
+//! are skipped, because the apiserver may be newer than this crate.
+
+mod dynamic;
+mod kinds;
+pub(crate) mod meta;
+mod resource;
+mod status;
+
+pub use dynamic::{DynamicObject, PartialObjectMetadata};
+pub use kinds::*;
+pub use meta::{ListMeta, ObjectMeta, OwnerReference, TypeMeta};
+pub use resource::{ApiResource, Object, Resource};
+pub use status::{Status, StatusCause, StatusDetails};
