@@ -12,3 +12,8 @@
 pub mod model;
 
 pub use model::*;
+pub mod error;
+pub mod frame;
+
+pub use error::{Error, Result};
+pub mod watch;

@@ -1,0 +1,206 @@
+//! The crate's one error type.
+//!
+//! Variants are grouped by what a caller does about them: retry the connection ([`Error::Transport`],
+//! [`Error::Timeout`], [`Error::UnexpectedEof`]), relist ([`Error::Expired`], [`Error::Decode`]), fix
+//! the configuration ([`Error::Tls`], [`Error::Config`]), or read the server's answer ([`Error::Api`],
+//! [`Error::Http`]). Messages are written for a person reading a log, and never contain secrets.
+
+use std::fmt;
+
+use crate::Status;
+
+/// Result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong between the apiserver and the cache.
+///
+/// ```
+/// use informer::{Error, Status};
+/// let e = Error::from_status(Status { code: 410, reason: "Expired".into(), ..Default::default() });
+/// assert!(e.is_expired());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// Connecting, sending or receiving failed below HTTP (refused, reset, DNS, proxy).
+    Transport {
+        /// What the client was doing.
+        context: String,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The TLS handshake failed or the TLS configuration is unusable (bad CA, unknown issuer, wrong
+    /// server name, bad client key).
+    Tls(String),
+    /// The apiserver answered with a `Status` (any non-2xx except 410, or an in-stream `ERROR` event).
+    Api(Box<Status>),
+    /// 410 Gone / reason `Expired`: the requested resourceVersion or continue token is no longer
+    /// available. The remedy is a fresh list.
+    Expired(Box<Status>),
+    /// A non-2xx answer whose body is not a `Status` (an HTML page from a proxy, plain text).
+    Http {
+        code: u16,
+        /// The start of the body, printable characters only.
+        excerpt: String,
+    },
+    /// A frame or body that is not the JSON we expected.
+    Decode {
+        /// Byte offset of the error from the start of the response body.
+        offset: u64,
+        /// The bytes around the error, printable characters only.
+        excerpt: String,
+        message: String,
+    },
+    /// One watch frame exceeded the decoder's limit. The decoder skips that value and goes on.
+    FrameTooLarge { limit: usize },
+    /// A response body (a list, an error page) exceeded the client's limit.
+    ResponseTooLarge { limit: usize },
+    /// The body ended in the middle of a frame (connection cut, server crashed).
+    UnexpectedEof {
+        /// Bytes of the incomplete frame that were received.
+        buffered: usize,
+    },
+    /// A request or a read did not finish in time.
+    Timeout(String),
+    /// The configuration is incomplete or invalid.
+    Config(String),
+}
+
+impl Error {
+    /// Builds the error for a `Status` returned by the server: [`Error::Expired`] for 410 or reason
+    /// `Expired`/`Gone`, [`Error::Api`] otherwise.
+    pub fn from_status(status: Status) -> Error {
+        if status.is_expired() {
+            Error::Expired(Box::new(status))
+        } else {
+            Error::Api(Box::new(status))
+        }
+    }
+
+    pub(crate) fn transport(
+        context: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> Error {
+        Error::Transport {
+            context: context.into(),
+            source: source.into(),
+        }
+    }
+
+    /// True when the resourceVersion (or continue token) asked for is gone: relist.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, Error::Expired(_))
+    }
+
+    /// The server's `Status`, if it sent one.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Error::Api(s) | Error::Expired(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The HTTP status code the server answered with, if any.
+    pub fn http_code(&self) -> Option<u16> {
+        match self {
+            Error::Api(s) | Error::Expired(s) if s.code != 0 => Some(s.code),
+            Error::Expired(_) => Some(410),
+            Error::Http { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// True for answers that ask the client to wait and retry the same request: 429, and 5xx with
+    /// a Retry-After.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Transport { .. } | Error::Timeout(_) | Error::UnexpectedEof { .. } => true,
+            _ => matches!(self.http_code(), Some(429 | 500 | 502 | 503 | 504)),
+        }
+    }
+
+    /// Seconds the server asked us to wait (`Retry-After` / `details.retryAfterSeconds`).
+    pub fn retry_after_seconds(&self) -> Option<u32> {
+        self.status().and_then(Status::retry_after_seconds)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Transport { context, source } => {
+                write!(f, "{context}: {source}")?;
+                // hyper-util wraps the interesting cause (refused, reset, TLS) one or two levels deep.
+                let mut cause = source.source();
+                while let Some(c) = cause {
+                    write!(f, ": {c}")?;
+                    cause = c.source();
+                }
+                Ok(())
+            }
+            Error::Tls(m) => write!(f, "TLS error: {m}"),
+            Error::Api(s) | Error::Expired(s) => {
+                write!(f, "apiserver answered {}", s.code)?;
+                if !s.reason.is_empty() {
+                    write!(f, " {}", s.reason)?;
+                }
+                if !s.message.is_empty() {
+                    write!(f, ": {}", s.message)?;
+                }
+                Ok(())
+            }
+            Error::Http { code, excerpt } => {
+                write!(
+                    f,
+                    "HTTP {code} with a body that is not a Kubernetes Status: {excerpt:?}"
+                )
+            }
+            Error::Decode {
+                offset,
+                excerpt,
+                message,
+            } => write!(
+                f,
+                "cannot decode response at byte {offset}: {message} (near {excerpt:?})"
+            ),
+            Error::FrameTooLarge { limit } => {
+                write!(
+                    f,
+                    "watch frame larger than the limit of {limit} bytes; skipped"
+                )
+            }
+            Error::ResponseTooLarge { limit } => {
+                write!(f, "response body larger than the limit of {limit} bytes")
+            }
+            Error::UnexpectedEof { buffered } => write!(
+                f,
+                "stream ended in the middle of a frame ({buffered} bytes of it received)"
+            ),
+            Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::Config(m) => write!(f, "configuration error: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Transport { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+/// At most `max` bytes of `bytes` starting at `from`, as text a person can read in a log line:
+/// invalid UTF-8 replaced, control characters shown as `\u{..}`.
+pub(crate) fn excerpt(bytes: &[u8], from: usize, max: usize) -> String {
+    let from = from.min(bytes.len());
+    let end = (from + max).min(bytes.len());
+    let mut s: String = String::from_utf8_lossy(&bytes[from..end])
+        .chars()
+        .map(|c| if c.is_control() && c != ' ' { ' ' } else { c })
+        .collect();
+    if end < bytes.len() {
+        s.push('…');
+    }
+    s
+}

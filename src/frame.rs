@@ -1,0 +1,468 @@
+//! Framing a watch response body into JSON values.
+//!
+//! The apiserver writes one compact JSON object per event, followed by `\n`, into a chunked (HTTP/1.1)
+//! or DATA-framed (HTTP/2) body. Neither the newline nor the HTTP chunking is a frame boundary a client
+//! may rely on: chunks cut values anywhere (mid-token, as real 1.20 servers do every 2 KiB), several
+//! values can share a chunk, and other encoders pretty-print over many lines. client-go frames by JSON
+//! value (`json.Decoder`), and so do we.
+//!
+//! [`FrameDecoder`] is the byte-level state machine. The caller [`push`](FrameDecoder::push)es bytes as
+//! they arrive and calls [`next_frame`](FrameDecoder::next_frame) until it returns `Ok(None)`, which
+//! means *incomplete*, not an error: more bytes are needed. At the end of the body the caller calls
+//! [`finish`](FrameDecoder::finish), which tells a clean end (nothing but whitespace left) from an end in
+//! the middle of a value ([`Error::UnexpectedEof`]).
+//!
+//! # How a value is delimited
+//!
+//! Only a few bytes matter for finding where a value ends, so the scanner jumps between them with
+//! `memchr` instead of looking at every byte:
+//!
+//! * between values, whitespace is skipped and the first byte decides the kind of value;
+//! * in an object (array), only `{` and `}` (`[` and `]`) and `"` count outside strings: the value ends
+//!   when the depth of its own bracket returns to zero. Brackets of the other kind cannot unbalance a
+//!   well-formed value, and a malformed one still ends somewhere and then fails to parse, which is the
+//!   parser's job to report;
+//! * in a string, only `"` and `\` count (`\` makes the next byte inert);
+//! * a scalar (number, `true`, `null`, or garbage such as an HTML page) ends at whitespace or at a
+//!   structural byte.
+//!
+//! # Invariants
+//!
+//! * `buf[..scanned]` has been scanned and `state` describes the position `scanned`; bytes are never
+//!   scanned twice.
+//! * Outside discard mode, `buf[0]` is the first byte of the current value (or `buf` is empty).
+//! * In discard mode the bytes of the oversized value are dropped as soon as they are scanned, so memory
+//!   stays below the limit plus one pushed chunk.
+//!
+//! # Example
+//!
+//! ```
+//! use informer::frame::FrameDecoder;
+//!
+//! let mut dec = FrameDecoder::new();
+//! dec.push(b"{\"type\":\"ADDED\"}\n{\"ty");
+//! assert_eq!(&dec.next_frame().unwrap().unwrap().bytes[..], b"{\"type\":\"ADDED\"}");
+//! assert!(dec.next_frame().unwrap().is_none()); // incomplete: wait for more bytes
+//! dec.push(b"pe\":\"DELETED\"}\n");
+//! assert_eq!(&dec.next_frame().unwrap().unwrap().bytes[..], b"{\"type\":\"DELETED\"}");
+//! assert!(dec.finish().unwrap().is_none()); // clean end of stream
+//! ```
+
+use bytes::{Buf, Bytes, BytesMut};
+
+use crate::error::{Error, Result};
+
+/// The default limit on one frame: 16 MiB, as client-go's streaming decoder (X14).
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
+
+/// One complete JSON value cut out of the stream, sharing the received buffer (no copy).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// The value's bytes, without surrounding whitespace.
+    pub bytes: Bytes,
+    /// Offset of the first byte from the start of the stream (for error messages).
+    pub offset: u64,
+}
+
+/// What kind of value is being scanned; decided by its first byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `{...}` or `[...]`: `open`/`close` are the bracket bytes that count.
+    Container { open: u8, close: u8 },
+    /// A top-level `"..."`.
+    String,
+    /// A number, literal or garbage: ends at whitespace or a structural byte.
+    Scalar,
+}
+
+/// The scanner's position in the grammar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Between values: skipping whitespace.
+    Between,
+    /// Inside a value.
+    Value {
+        kind: Kind,
+        /// Open brackets of the container's kind (0 for strings and scalars).
+        depth: u32,
+        /// Inside a string literal (at any depth).
+        in_string: bool,
+        /// The previous byte was a `\` inside a string, so the next byte is inert.
+        escaped: bool,
+    },
+}
+
+/// Incremental JSON-value framer for watch streams. See the [module docs](self).
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: BytesMut,
+    scanned: usize,
+    state: State,
+    max_frame: usize,
+    /// Stream offset of `buf[0]`.
+    offset: u64,
+    /// Dropping the rest of a value that exceeded `max_frame`.
+    discarding: bool,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameDecoder {
+    /// A decoder with the default 16 MiB frame limit.
+    pub fn new() -> Self {
+        Self::with_max_frame(DEFAULT_MAX_FRAME_BYTES)
+    }
+
+    /// A decoder with a given frame limit in bytes.
+    ///
+    /// ```
+    /// use informer::{Error, frame::FrameDecoder};
+    /// let mut dec = FrameDecoder::with_max_frame(8);
+    /// dec.push(b"{\"a\":\"0123456789\"} {}");
+    /// assert!(matches!(dec.next_frame(), Err(Error::FrameTooLarge { limit: 8 })));
+    /// assert_eq!(&dec.next_frame().unwrap().unwrap().bytes[..], b"{}"); // recovered
+    /// ```
+    pub fn with_max_frame(max_frame: usize) -> Self {
+        FrameDecoder {
+            buf: BytesMut::with_capacity(8 * 1024),
+            scanned: 0,
+            state: State::Between,
+            max_frame: max_frame.max(1),
+            offset: 0,
+            discarding: false,
+        }
+    }
+
+    /// Appends received bytes. Call [`next_frame`](Self::next_frame) until it returns `Ok(None)`
+    /// before pushing again, so that memory stays bounded.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held for the value being received.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next complete value, `Ok(None)` if more bytes are needed, or an error for a value over the
+    /// limit (the decoder then skips that value and carries on).
+    pub fn next_frame(&mut self) -> Result<Option<Frame>> {
+        loop {
+            if self.state == State::Between {
+                if !self.skip_whitespace() {
+                    return Ok(None);
+                }
+                self.state = State::Value {
+                    kind: kind_of(self.buf[0]),
+                    depth: 0,
+                    in_string: false,
+                    escaped: false,
+                };
+                // The first byte is consumed by `start_value`'s bookkeeping below.
+                self.start_value();
+            }
+            let end = self.scan();
+            let frame_len = end.unwrap_or(self.scanned);
+            if self.discarding {
+                // Drop what was scanned of the oversized value; nothing of it is kept.
+                self.consume(frame_len);
+                match end {
+                    Some(_) => {
+                        self.discarding = false;
+                        self.state = State::Between;
+                        continue;
+                    }
+                    None => return Ok(None),
+                }
+            }
+            if frame_len > self.max_frame {
+                self.discarding = true;
+                if end.is_some() {
+                    self.consume(frame_len);
+                    self.discarding = false;
+                    self.state = State::Between;
+                } else {
+                    self.consume(frame_len);
+                }
+                return Err(Error::FrameTooLarge {
+                    limit: self.max_frame,
+                });
+            }
+            return Ok(match end {
+                Some(end) => {
+                    let offset = self.offset;
+                    let bytes = self.buf.split_to(end).freeze();
+                    self.offset += end as u64;
+                    self.scanned = 0;
+                    self.state = State::Between;
+                    Some(Frame { bytes, offset })
+                }
+                None => None,
+            });
+        }
+    }
+
+    /// Ends the stream. `Ok(None)` is a clean end; a scalar still open at the end of the stream is
+    /// complete and returned; anything else open is [`Error::UnexpectedEof`].
+    ///
+    /// ```
+    /// use informer::{Error, frame::FrameDecoder};
+    /// let mut dec = FrameDecoder::new();
+    /// dec.push(b"{\"type\":\"ADD");
+    /// assert!(dec.next_frame().unwrap().is_none());
+    /// assert!(matches!(dec.finish(), Err(Error::UnexpectedEof { buffered: 12 })));
+    /// ```
+    pub fn finish(&mut self) -> Result<Option<Frame>> {
+        if self.state == State::Between && !self.skip_whitespace() {
+            return Ok(None);
+        }
+        if let State::Value {
+            kind: Kind::Scalar, ..
+        } = self.state
+        {
+            if !self.discarding {
+                let _ = self.scan(); // a scalar cannot end before the end of the buffer here
+                let offset = self.offset;
+                let len = self.buf.len();
+                let bytes = self.buf.split_to(len).freeze();
+                self.offset += len as u64;
+                self.scanned = 0;
+                self.state = State::Between;
+                return Ok(Some(Frame { bytes, offset }));
+            }
+        }
+        let buffered = self.buf.len();
+        self.consume(buffered);
+        self.state = State::Between;
+        self.discarding = false;
+        Err(Error::UnexpectedEof { buffered })
+    }
+
+    /// Drops leading whitespace; true if a value starts at `buf[0]`.
+    fn skip_whitespace(&mut self) -> bool {
+        let n = self
+            .buf
+            .iter()
+            .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .unwrap_or(self.buf.len());
+        self.consume(n);
+        !self.buf.is_empty()
+    }
+
+    /// Accounts for the first byte of a new value.
+    fn start_value(&mut self) {
+        if let State::Value {
+            kind,
+            depth,
+            in_string,
+            ..
+        } = &mut self.state
+        {
+            match kind {
+                Kind::Container { .. } => *depth = 1,
+                Kind::String => *in_string = true,
+                Kind::Scalar => {}
+            }
+        }
+        self.scanned = 1;
+    }
+
+    /// Drops `n` bytes from the front of the buffer.
+    fn consume(&mut self, n: usize) {
+        self.buf.advance(n);
+        self.offset += n as u64;
+        self.scanned = self.scanned.saturating_sub(n);
+    }
+
+    /// Scans from `scanned` on; returns the end (exclusive) of the value if it is complete.
+    fn scan(&mut self) -> Option<usize> {
+        let State::Value {
+            kind,
+            depth,
+            in_string,
+            escaped,
+        } = &mut self.state
+        else {
+            unreachable!("scan is only called inside a value");
+        };
+        let buf = &self.buf[..];
+        let mut i = self.scanned;
+        if *escaped && i < buf.len() {
+            // The byte after a backslash at the end of the previous push.
+            *escaped = false;
+            i += 1;
+        }
+        loop {
+            if i >= buf.len() {
+                self.scanned = buf.len();
+                return None;
+            }
+            if *in_string {
+                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+                    None => i = buf.len(),
+                    Some(j) if buf[i + j] == b'\\' => {
+                        if i + j + 1 < buf.len() {
+                            i += j + 2;
+                        } else {
+                            *escaped = true;
+                            i = buf.len();
+                        }
+                    }
+                    Some(j) => {
+                        *in_string = false;
+                        i += j + 1;
+                        if *kind == Kind::String {
+                            return self.done(i);
+                        }
+                    }
+                }
+                continue;
+            }
+            match *kind {
+                Kind::Container { open, close } => {
+                    match memchr::memchr3(b'"', open, close, &buf[i..]) {
+                        None => i = buf.len(),
+                        Some(j) => {
+                            let b = buf[i + j];
+                            i += j + 1;
+                            if b == b'"' {
+                                *in_string = true;
+                            } else if b == open {
+                                *depth += 1;
+                            } else {
+                                *depth -= 1;
+                                if *depth == 0 {
+                                    return self.done(i);
+                                }
+                            }
+                        }
+                    }
+                }
+                Kind::Scalar => match buf[i..].iter().position(|&b| ends_scalar(b)) {
+                    None => i = buf.len(),
+                    Some(j) => return self.done(i + j),
+                },
+                Kind::String => unreachable!("a top-level string is always in_string"),
+            }
+        }
+    }
+
+    fn done(&mut self, end: usize) -> Option<usize> {
+        self.scanned = end;
+        Some(end)
+    }
+}
+
+fn kind_of(first: u8) -> Kind {
+    match first {
+        b'{' => Kind::Container {
+            open: b'{',
+            close: b'}',
+        },
+        b'[' => Kind::Container {
+            open: b'[',
+            close: b']',
+        },
+        b'"' => Kind::String,
+        _ => Kind::Scalar,
+    }
+}
+
+fn ends_scalar(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'\t' | b'\n' | b'\r' | b'{' | b'}' | b'[' | b']' | b',' | b':' | b'"'
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(chunks: &[&[u8]]) -> Vec<Vec<u8>> {
+        let mut dec = FrameDecoder::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            dec.push(c);
+            while let Some(f) = dec.next_frame().unwrap() {
+                out.push(f.bytes.to_vec());
+            }
+        }
+        if let Some(f) = dec.finish().unwrap() {
+            out.push(f.bytes.to_vec());
+        }
+        out
+    }
+
+    #[test]
+    fn client_go_json_frame_reader_vector() {
+        // TestJSONFrameReader: values are delimited by value, not by line.
+        let got = frames(&[b"{\"test\":true}\n1\n[\"a\"]"]);
+        assert_eq!(got, vec![&b"{\"test\":true}"[..], b"1", b"[\"a\"]"]);
+    }
+
+    #[test]
+    fn strings_hide_brackets_and_escaped_quotes() {
+        let s = br#"{"a":"}{\"}\\","b":["]"]} {"c":"\\"}"#;
+        for cut in 0..s.len() {
+            let got = frames(&[&s[..cut], &s[cut..]]);
+            assert_eq!(
+                got,
+                vec![&br#"{"a":"}{\"}\\","b":["]"]}"#[..], br#"{"c":"\\"}"#],
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn scalars_and_top_level_strings() {
+        assert_eq!(
+            frames(&[b" 12 \"x\\\"y\"null", b"  true"]),
+            vec![&b"12"[..], b"\"x\\\"y\"", b"null", b"true"]
+        );
+    }
+
+    #[test]
+    fn offsets_count_from_stream_start() {
+        let mut dec = FrameDecoder::new();
+        dec.push(b"  {}\r\n {\"a\":1}");
+        assert_eq!(dec.next_frame().unwrap().unwrap().offset, 2);
+        assert_eq!(dec.next_frame().unwrap().unwrap().offset, 7);
+    }
+
+    #[test]
+    fn oversized_frame_is_skipped_with_bounded_memory() {
+        let mut dec = FrameDecoder::with_max_frame(100);
+        dec.push(b"{\"big\":\"");
+        let mut saw_error = false;
+        for _ in 0..1000 {
+            dec.push(&[b'x'; 64]);
+            match dec.next_frame() {
+                Err(Error::FrameTooLarge { limit: 100 }) => saw_error = true,
+                Ok(None) => {}
+                other => panic!("unexpected {other:?}"),
+            }
+            assert!(dec.buffered() <= 164, "buffered {}", dec.buffered());
+        }
+        assert!(saw_error);
+        dec.push(b"\"}\n{\"ok\":1}\n");
+        assert_eq!(&dec.next_frame().unwrap().unwrap().bytes[..], b"{\"ok\":1}");
+        assert!(dec.finish().unwrap().is_none());
+    }
+
+    #[test]
+    fn eof_inside_string_after_backslash() {
+        let mut dec = FrameDecoder::new();
+        dec.push(b"{\"a\":\"\\");
+        assert!(dec.next_frame().unwrap().is_none());
+        dec.push(b"\"\"}");
+        assert_eq!(
+            &dec.next_frame().unwrap().unwrap().bytes[..],
+            b"{\"a\":\"\\\"\"}"
+        );
+    }
+}
