@@ -9,6 +9,8 @@
 //! client (HTTP, auth) -> frame (watch-stream framing) -> watch (typed events) -> ...
 //! ```
 
+pub mod client;
+pub mod config;
 pub mod model;
 
 pub use model::*;
@@ -17,3 +19,6 @@ pub mod frame;
 
 pub use error::{Error, Result};
 pub mod watch;
+
+pub use client::{Api, Client, ListParams, ObjectList, Pager, VersionMatch, WatchParams};
+pub use config::{Auth, Config, Identity, Secret, TlsConfig};

@@ -1,0 +1,499 @@
+//! The apiserver client: HTTP/1.1 and HTTP/2 over TLS (hyper + rustls), authentication, GET, paged
+//! LIST and WATCH.
+//!
+//! [`Client`] owns the connection pool and the credentials; [`Api`] is a typed view of one resource in
+//! one namespace (or all), the way kube-rs users expect:
+//!
+//! ```no_run
+//! # async fn demo() -> informer::Result<()> {
+//! use informer::{Api, Client, Config, ListParams, Pod, WatchParams};
+//! let client = Client::new(Config::new("http://127.0.0.1:8080".parse().unwrap()))?;
+//! let pods: Api<Pod> = Api::namespaced(client, "default");
+//! let page = pods.list(&ListParams::default().limit(500)).await?;
+//! let mut events = pods
+//!     .watch(&WatchParams::default().resource_version(&page.metadata.resource_version).bookmarks(true))
+//!     .await?;
+//! while let Some(event) = events.next().await {
+//!     println!("{:?}", event?);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Watch requests never ask for compression (client-go X16: a compressed watch is a concatenation of
+//! gzip members), so their bodies are decoded as they arrive.
+
+mod params;
+mod tls;
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{ACCEPT, AUTHORIZATION, HeaderValue, RETRY_AFTER};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::{Deserialize, Serialize};
+
+pub use params::{ListParams, VersionMatch, WatchParams};
+
+use crate::config::{Auth, Config};
+use crate::error::{Error, Result, excerpt};
+use crate::model::meta::null_as_default;
+use crate::watch::{WatchStream, decode_error};
+use crate::{ApiResource, ListMeta, Object, Resource, Status};
+
+/// Largest error body read to build an error message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// A handle to one apiserver: a connection pool plus credentials. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: std::sync::Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// `scheme://authority` plus any path prefix, without a trailing `/`.
+    base: String,
+    config: Config,
+}
+
+impl Client {
+    /// A client for `config`. Fails only on unusable TLS material.
+    ///
+    /// ```
+    /// let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// assert_eq!(client.default_namespace(), "default");
+    /// ```
+    pub fn new(config: Config) -> Result<Client> {
+        let scheme = config.cluster_url.scheme_str().unwrap_or("");
+        if scheme != "http" && scheme != "https" {
+            return Err(Error::Config(format!(
+                "cluster URL {} must start with https:// or http://",
+                config.cluster_url
+            )));
+        }
+        if scheme == "https" && config.tls.root_certs.is_empty() && !config.tls.accept_invalid_certs
+        {
+            return Err(Error::Config(
+                "https cluster URL without a certificate authority: set one (certificate-authority) \
+                 or explicitly accept invalid certificates (insecure-skip-tls-verify)"
+                    .into(),
+            ));
+        }
+        let tls = tls::client_config(&config.tls)?;
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(config.connect_timeout));
+        http.set_nodelay(true);
+        http.set_keepalive(Some(Duration::from_secs(30)));
+        let builder = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http();
+        let builder = match &config.tls.server_name {
+            Some(name) => {
+                let name = rustls::pki_types::ServerName::try_from(name.clone())
+                    .map_err(|e| Error::Config(format!("tls-server-name {name:?}: {e}")))?;
+                builder.with_server_name_resolver(FixedServerNameResolver::new(name))
+            }
+            None => builder,
+        };
+        let connector = builder.enable_all_versions().wrap_connector(http);
+        let http = HyperClient::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build(connector);
+        let base = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
+        Ok(Client {
+            inner: std::sync::Arc::new(Inner { http, base, config }),
+        })
+    }
+
+    /// The namespace of the configuration's context (`default` if none).
+    pub fn default_namespace(&self) -> &str {
+        &self.inner.config.default_namespace
+    }
+
+    /// The configuration the client was built from.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// Sends a request to `path_and_query` (e.g. `/api/v1/pods?limit=1`) with authentication, and
+    /// returns the response if its status is 2xx; any other status becomes an [`Error`] built from
+    /// the body's `Status`. Retries once with a fresh token on 401 when tokens come from a provider.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+    ) -> Result<Response<Incoming>> {
+        let mut retried = false;
+        loop {
+            let req = self.build(&method, path_and_query, body.clone()).await?;
+            let resp = self
+                .inner
+                .http
+                .request(req)
+                .await
+                .map_err(|e| classify_transport(&method, path_and_query, e))?;
+            let status = resp.status();
+            if status.is_success() {
+                return Ok(resp);
+            }
+            if status == StatusCode::UNAUTHORIZED && !retried {
+                if let Auth::Provider(p) = &self.inner.config.auth {
+                    p.invalidate();
+                    retried = true;
+                    continue;
+                }
+            }
+            return Err(error_from_response(resp).await);
+        }
+    }
+
+    async fn build(
+        &self,
+        method: &Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+    ) -> Result<Request<Full<Bytes>>> {
+        let uri: Uri = format!("{}{}", self.inner.base, path_and_query)
+            .parse()
+            .map_err(|e| Error::Config(format!("bad request path {path_and_query:?}: {e}")))?;
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .header(ACCEPT, "application/json")
+            .header(
+                hyper::header::USER_AGENT,
+                concat!("informer/", env!("CARGO_PKG_VERSION")),
+            );
+        let authorization = match &self.inner.config.auth {
+            Auth::None => None,
+            Auth::Bearer(t) => Some(format!("Bearer {}", t.expose())),
+            Auth::Basic { username, password } => Some(format!(
+                "Basic {}",
+                basic_credentials(username, password.expose())
+            )),
+            Auth::Provider(p) => Some(format!("Bearer {}", p.token().await?.expose())),
+        };
+        if let Some(a) = authorization {
+            let mut v = HeaderValue::from_str(&a).map_err(|_| {
+                Error::Config("credentials contain characters not allowed in a header".into())
+            })?;
+            v.set_sensitive(true);
+            req = req.header(AUTHORIZATION, v);
+        }
+        let body = match body {
+            Some((bytes, content_type)) => {
+                req = req.header(hyper::header::CONTENT_TYPE, content_type);
+                Full::new(bytes)
+            }
+            None => Full::new(Bytes::new()),
+        };
+        req.body(body)
+            .map_err(|e| Error::Config(format!("cannot build request: {e}")))
+    }
+
+    /// Sends a request and decodes a JSON answer, within the request timeout and body limit.
+    pub async fn request<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+    ) -> Result<T> {
+        let timeout = self.inner.config.request_timeout;
+        let what = format!("{method} {path_and_query}");
+        let fut = async {
+            let resp = self.send(method, path_and_query, body).await?;
+            let bytes = read_body(resp.into_body(), self.inner.config.max_response_bytes).await?;
+            serde_json::from_slice(&bytes).map_err(|e| decode_error(&bytes, 0, &e))
+        };
+        tokio::time::timeout(timeout, fut)
+            .await
+            .map_err(|_| Error::Timeout(format!("{what} took longer than {timeout:?}")))?
+    }
+}
+
+fn basic_credentials(user: &str, password: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
+}
+
+/// Reads a whole body, failing with [`Error::ResponseTooLarge`] past `limit` bytes.
+async fn read_body(body: Incoming, limit: usize) -> Result<Bytes> {
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            Err(Error::ResponseTooLarge { limit })
+        }
+        Err(e) => Err(Error::transport("reading response body", e)),
+    }
+}
+
+/// Turns a non-2xx response into an error: a `Status` body is decoded (410 becomes
+/// [`Error::Expired`]); anything else is reported as an excerpt.
+async fn error_from_response(resp: Response<Incoming>) -> Error {
+    let code = resp.status().as_u16();
+    let retry_after = resp
+        .headers()
+        .get(RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    let bytes = match read_body(resp.into_body(), MAX_ERROR_BODY).await {
+        Ok(b) => b,
+        Err(Error::ResponseTooLarge { .. }) => Bytes::from_static(b"(error body too large)"),
+        Err(e) => return e,
+    };
+    error_from_body(code, retry_after, &bytes)
+}
+
+/// See [`error_from_response`].
+pub(crate) fn error_from_body(code: u16, retry_after: Option<u32>, body: &[u8]) -> Error {
+    #[derive(Deserialize)]
+    struct Probe {
+        #[serde(default)]
+        kind: String,
+    }
+    let is_status = serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.kind == "Status");
+    if is_status {
+        if let Ok(mut status) = serde_json::from_slice::<Status>(body) {
+            if status.code == 0 {
+                status.code = code;
+            }
+            if let Some(secs) = retry_after {
+                let details = status.details.get_or_insert_with(Default::default);
+                details.retry_after_seconds.get_or_insert(secs);
+            }
+            return Error::from_status(status);
+        }
+    }
+    if code == 410 {
+        // A 410 without a Status still means "expired" to every client.
+        return Error::from_status(Status {
+            code,
+            reason: "Expired".into(),
+            message: excerpt(body, 0, 200),
+            ..Default::default()
+        });
+    }
+    Error::Http {
+        code,
+        excerpt: excerpt(body, 0, 200),
+    }
+}
+
+fn classify_transport(method: &Method, path: &str, e: hyper_util::client::legacy::Error) -> Error {
+    // rustls errors surface as io::Error inside the connector error; report them as TLS errors so a
+    // wrong CA reads as such, not as a generic connection failure.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    while let Some(s) = source {
+        if let Some(tls) = s.downcast_ref::<rustls::Error>() {
+            return Error::Tls(format!("{method} {path}: {tls}"));
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                return Error::Tls(format!("{method} {path}: {tls}"));
+            }
+        }
+        source = s.source();
+    }
+    Error::transport(format!("{method} {path}"), e)
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Typed access to one resource.
+
+/// One page of a LIST: the list's metadata and its items.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ObjectList<T> {
+    #[serde(default)]
+    pub metadata: ListMeta,
+    #[serde(default = "Vec::new", deserialize_with = "null_as_default")]
+    #[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
+    pub items: Vec<T>,
+}
+
+/// A typed view of one resource, in one namespace or across all namespaces.
+///
+/// ```
+/// use informer::{Api, Client, Config, EndpointSlice};
+/// # let client = Client::new(Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+/// let slices: Api<EndpointSlice> = Api::all(client);
+/// assert_eq!(slices.collection_path(), "/apis/discovery.k8s.io/v1/endpointslices");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Api<T> {
+    client: Client,
+    resource: ApiResource,
+    namespace: Option<String>,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Resource> Api<T> {
+    /// All namespaces (or a cluster-scoped resource).
+    pub fn all(client: Client) -> Self {
+        Self::all_with(client, T::api_resource())
+    }
+    /// One namespace.
+    pub fn namespaced(client: Client, namespace: &str) -> Self {
+        Self::namespaced_with(client, namespace, T::api_resource())
+    }
+    /// The client's default namespace.
+    pub fn default_namespaced(client: Client) -> Self {
+        let ns = client.default_namespace().to_owned();
+        Self::namespaced_with(client, &ns, T::api_resource())
+    }
+}
+
+impl<T: Object> Api<T> {
+    /// All namespaces of a resource known at run time (CRDs, metadata-only views).
+    pub fn all_with(client: Client, resource: ApiResource) -> Self {
+        Api {
+            client,
+            resource,
+            namespace: None,
+            _t: PhantomData,
+        }
+    }
+    /// One namespace of a resource known at run time.
+    pub fn namespaced_with(client: Client, namespace: &str, resource: ApiResource) -> Self {
+        Api {
+            client,
+            resource,
+            namespace: Some(namespace.to_owned()),
+            _t: PhantomData,
+        }
+    }
+
+    /// The resource this view reads.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+    /// The namespace, or `None` for all.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+    /// The client behind this view.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+    /// The collection's URL path.
+    pub fn collection_path(&self) -> String {
+        self.resource.collection_path(self.namespace.as_deref())
+    }
+
+    /// GET one object by name.
+    pub async fn get(&self, name: &str) -> Result<T> {
+        let path = self.resource.object_path(self.namespace.as_deref(), name);
+        self.client.request(Method::GET, &path, None).await
+    }
+
+    /// LIST one page.
+    pub async fn list(&self, params: &ListParams) -> Result<ObjectList<T>> {
+        let path = with_query(self.collection_path(), &params.to_query());
+        self.client.request(Method::GET, &path, None).await
+    }
+
+    /// A pager that yields page after page, holding one page at a time.
+    pub fn pager(&self, params: ListParams) -> Pager<'_, T> {
+        Pager {
+            api: self,
+            params,
+            done: false,
+        }
+    }
+
+    /// Starts a WATCH; events are read from the returned stream as they arrive.
+    pub async fn watch(&self, params: &WatchParams) -> Result<WatchStream<T>> {
+        let path = with_query(self.collection_path(), &params.to_query());
+        let resp = self.client.send(Method::GET, &path, None).await?;
+        Ok(WatchStream::new(
+            resp.into_body(),
+            self.client.inner.config.max_frame_bytes,
+        ))
+    }
+}
+
+fn with_query(path: String, query: &str) -> String {
+    if query.is_empty() {
+        path
+    } else {
+        format!("{path}?{query}")
+    }
+}
+
+/// Yields the pages of a paginated LIST (client-go's pager, R8): pages after the first send the
+/// `continue` token and no resourceVersion; the list's resourceVersion is the first page's.
+///
+/// ```no_run
+/// # async fn demo(api: informer::Api<informer::Pod>) -> informer::Result<()> {
+/// let mut pages = api.pager(informer::ListParams::default().limit(500));
+/// while let Some(page) = pages.next_page().await {
+///     for pod in page?.items { println!("{}", pod.metadata.name); }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct Pager<'a, T> {
+    api: &'a Api<T>,
+    params: ListParams,
+    done: bool,
+}
+
+impl<T: Object> Pager<'_, T> {
+    /// The next page, or `None` after the last one (or after an error).
+    pub async fn next_page(&mut self) -> Option<Result<ObjectList<T>>> {
+        if self.done {
+            return None;
+        }
+        let page = self.api.list(&self.params).await;
+        match &page {
+            Ok(list) if !list.metadata.continue_token.is_empty() => {
+                self.params.continue_token = Some(list.metadata.continue_token.clone());
+                self.params.resource_version = None;
+                self.params.version_match = None;
+            }
+            _ => self.done = true,
+        }
+        Some(page)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_match_rfc7617() {
+        assert_eq!(
+            basic_credentials("Aladdin", "open sesame"),
+            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert_eq!(basic_credentials("a", "b"), "YTpi");
+        assert_eq!(basic_credentials("ab", "c"), "YWI6Yw==");
+    }
+
+    #[test]
+    fn html_error_page_is_an_excerpt() {
+        let e = error_from_body(
+            502,
+            None,
+            b"<html><body>\n<h1>502 Bad Gateway</h1></body></html>",
+        );
+        match e {
+            Error::Http { code: 502, excerpt } => assert!(excerpt.contains("502 Bad Gateway")),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Building the rustls client configuration from [`TlsConfig`].
+//!
+//! The crypto provider is passed explicitly (ring), so the client never depends on a process-wide
+//! default provider being installed, and never panics for want of one.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::config::TlsConfig;
+use crate::error::{Error, Result};
+
+/// The rustls configuration for `tls`, offering HTTP/2 and HTTP/1.1 by ALPN.
+pub(crate) fn client_config(tls: &TlsConfig) -> Result<ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Tls(e.to_string()))?;
+    let builder = if tls.accept_invalid_certs {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyServerCert(
+                provider.signature_verification_algorithms,
+            )))
+    } else {
+        let mut roots = RootCertStore::empty();
+        for cert in &tls.root_certs {
+            roots
+                .add(cert.clone())
+                .map_err(|e| Error::Tls(format!("unusable certificate authority: {e}")))?;
+        }
+        builder.with_root_certificates(roots)
+    };
+    let mut config = match &tls.identity {
+        Some(id) => builder
+            .with_client_auth_cert(id.certs.clone(), id.key.clone_key())
+            .map_err(|e| Error::Tls(format!("unusable client certificate or key: {e}")))?,
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// `insecure-skip-tls-verify`: any certificate is accepted, but handshake signatures are still
+/// checked so the connection is at least to the holder of the presented key.
+#[derive(Debug)]
+struct AcceptAnyServerCert(WebPkiSupportedAlgorithms);
+
+impl ServerCertVerifier for AcceptAnyServerCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}

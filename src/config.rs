@@ -1,0 +1,172 @@
+//! Where the apiserver is and how to authenticate to it: everything [`Client`](crate::Client) needs.
+//!
+//! A [`Config`] is plain data. Build one by hand ([`Config::new`]) or load it the way kubectl does
+//! (kubeconfig, in-cluster). Secrets ([`Secret`], [`Identity`]) never show in `Debug` output.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::Uri;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::error::{Error, Result};
+use crate::frame::DEFAULT_MAX_FRAME_BYTES;
+
+/// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
+///
+/// ```
+/// let s = informer::Secret::new("hunter2");
+/// assert_eq!(format!("{s:?}"), "Secret([redacted])");
+/// assert_eq!(s.expose(), "hunter2");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    /// The secret itself; call only where it is sent.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret([redacted])")
+    }
+}
+
+/// A client certificate chain and its private key, for x509 authentication.
+#[derive(Clone)]
+pub struct Identity {
+    pub(crate) certs: Vec<CertificateDer<'static>>,
+    pub(crate) key: Arc<PrivateKeyDer<'static>>,
+}
+
+impl Identity {
+    /// Parses a PEM certificate chain and a PEM private key (PKCS#1, PKCS#8 or SEC1).
+    pub fn from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Identity> {
+        let certs = parse_certificates(cert_pem)?;
+        if certs.is_empty() {
+            return Err(Error::Config(
+                "client certificate: no CERTIFICATE block in the PEM data".into(),
+            ));
+        }
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| {
+            Error::Config(format!(
+                "client key: no usable private key in the PEM data ({e})"
+            ))
+        })?;
+        Ok(Identity {
+            certs,
+            key: Arc::new(key),
+        })
+    }
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Identity")
+            .field("certs", &self.certs.len())
+            .field("key", &"[redacted]")
+            .finish()
+    }
+}
+
+/// Parses every `CERTIFICATE` block of a PEM bundle.
+///
+/// ```
+/// assert!(informer::config::parse_certificates(b"not pem").unwrap().is_empty());
+/// ```
+pub fn parse_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>> {
+    CertificateDer::pem_slice_iter(pem)
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::Config(format!("bad PEM certificate data: {e}")))
+}
+
+/// A source of bearer tokens that can change over time (exec plugins, rotated token files).
+///
+/// The client asks for a token before each request and calls [`invalidate`](Self::invalidate) when
+/// the server answers 401, then retries once with a fresh token.
+pub trait TokenProvider: Send + Sync + fmt::Debug + 'static {
+    /// The current token.
+    fn token(&self) -> Pin<Box<dyn Future<Output = Result<Secret>> + Send + '_>>;
+    /// Forget any cached token (the server rejected it).
+    fn invalidate(&self) {}
+}
+
+/// How requests authenticate (besides a client certificate, which is part of TLS).
+#[derive(Clone, Debug, Default)]
+pub enum Auth {
+    /// No `Authorization` header.
+    #[default]
+    None,
+    /// A fixed bearer token.
+    Bearer(Secret),
+    /// HTTP basic authentication.
+    Basic { username: String, password: Secret },
+    /// Tokens from a provider (exec plugin, token file re-read on rotation).
+    Provider(Arc<dyn TokenProvider>),
+}
+
+/// TLS settings.
+#[derive(Clone, Debug, Default)]
+pub struct TlsConfig {
+    /// Certificate authorities that may sign the server's certificate. Empty means the platform's
+    /// roots are not consulted and https fails unless `accept_invalid_certs` is set.
+    pub root_certs: Vec<CertificateDer<'static>>,
+    /// Skip server certificate verification (kubeconfig `insecure-skip-tls-verify`). Dangerous.
+    pub accept_invalid_certs: bool,
+    /// Name to verify the server's certificate against instead of the URL's host.
+    pub server_name: Option<String>,
+    /// Client certificate authentication.
+    pub identity: Option<Identity>,
+}
+
+/// Everything needed to talk to one apiserver.
+///
+/// ```
+/// let config = informer::Config::new("http://127.0.0.1:8080".parse().unwrap());
+/// assert_eq!(config.default_namespace, "default");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// `https://host:port` (or `http://` for a local, unauthenticated server), with an optional path
+    /// prefix.
+    pub cluster_url: Uri,
+    /// The namespace used when a caller does not name one.
+    pub default_namespace: String,
+    pub tls: TlsConfig,
+    pub auth: Auth,
+    /// Limit on establishing a TCP connection (default 30 s).
+    pub connect_timeout: Duration,
+    /// Limit on a whole non-watch request, body included (default 5 min). Watches have none: they
+    /// end with `timeoutSeconds`, and the reflector detects dead watches itself.
+    pub request_timeout: Duration,
+    /// Largest accepted watch event (default 16 MiB).
+    pub max_frame_bytes: usize,
+    /// Largest accepted non-watch response body (default 1 GiB).
+    pub max_response_bytes: usize,
+}
+
+impl Config {
+    /// A configuration for `cluster_url` with defaults and no authentication.
+    pub fn new(cluster_url: Uri) -> Config {
+        Config {
+            cluster_url,
+            default_namespace: "default".into(),
+            tls: TlsConfig::default(),
+            auth: Auth::None,
+            connect_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(300),
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_response_bytes: 1 << 30,
+        }
+    }
+}
