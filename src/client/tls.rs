@@ -13,7 +13,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use crate::config::TlsConfig;
 use crate::error::{Error, Result};
 
-/// The rustls configuration for `tls`, offering HTTP/2 and HTTP/1.1 by ALPN.
+/// The rustls configuration for `tls`.
 pub(crate) fn client_config(tls: &TlsConfig) -> Result<ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
@@ -34,13 +34,13 @@ pub(crate) fn client_config(tls: &TlsConfig) -> Result<ClientConfig> {
         }
         builder.with_root_certificates(roots)
     };
-    let mut config = match &tls.identity {
+    // ALPN (h2, then http/1.1) is set by hyper-rustls's `enable_all_versions`.
+    let config = match &tls.identity {
         Some(id) => builder
             .with_client_auth_cert(id.certs.clone(), id.key.clone_key())
             .map_err(|e| Error::Tls(format!("unusable client certificate or key: {e}")))?,
         None => builder.with_no_client_auth(),
     };
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
 
