@@ -10,5 +10,7 @@
 //! ```
 
 pub mod model;
+pub mod workqueue;
 
 pub use model::*;
+pub use workqueue::WorkQueue;
