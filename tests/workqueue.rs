@@ -16,10 +16,9 @@ use tokio::time::{Instant, timeout};
 const MS: Duration = Duration::from_millis(1);
 
 /// A `get` that must not return: it times out (instantly, on a paused clock).
-async fn assert_get_blocks<K: Clone + Eq + std::hash::Hash + Send + Sync + std::fmt::Debug>(
-    queue: &WorkQueue<K>,
-) where
-    K: 'static,
+async fn assert_get_blocks<K>(queue: &WorkQueue<K>)
+where
+    K: Clone + Eq + std::hash::Hash + Send + Sync + std::fmt::Debug + 'static,
 {
     let got = timeout(Duration::from_secs(60), queue.get()).await;
     assert!(got.is_err(), "get returned {got:?}, expected it to block");
