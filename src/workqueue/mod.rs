@@ -21,7 +21,8 @@
 //!
 //! Internally the state is client-go's (W1): a FIFO `queue`, a `dirty` set (needs processing) and
 //! a `processing` set (handed out), with the invariant that every queued key is dirty and not
-//! processing.
+//! processing. The two sets are stored as one map from key to its two marks, so that an
+//! add/get/done cycle hashes each key about five times instead of eight.
 //!
 //! # Pieces
 //!

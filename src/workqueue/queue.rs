@@ -68,7 +68,7 @@ impl<K> std::fmt::Debug for WorkQueue<K> {
         let state = self.shared.lock();
         f.debug_struct("WorkQueue")
             .field("len", &state.queue.len())
-            .field("in_flight", &state.processing.len())
+            .field("in_flight", &state.in_flight)
             .field("shutting_down", &state.shutting_down)
             .finish_non_exhaustive()
     }
@@ -76,8 +76,8 @@ impl<K> std::fmt::Debug for WorkQueue<K> {
 
 /// Everything the handles share.
 ///
-/// Synchronization: the queue, dirty and processing sets change together (W1's invariant spans
-/// all three), so they sit behind one `std::sync::Mutex`. Critical sections are a few hash and
+/// Synchronization: the queue and the dirty/processing marks change together (W1's invariant spans
+/// them), so they sit behind one `std::sync::Mutex`. Critical sections are a few hash and
 /// deque operations and never await, which makes a blocking mutex the cheapest correct choice (an
 /// async mutex would add a wait queue and cannot be held less). Waiting is done outside the lock
 /// on two [`Notify`]s; every waiter registers interest *before* checking the state under the lock,
@@ -96,15 +96,15 @@ struct Shared<K> {
 }
 
 struct State<K> {
-    /// Keys ready to be handed out, in FIFO order. Every key here is in `dirty` and not in
-    /// `processing` (W1).
+    /// Keys ready to be handed out, in FIFO order. Every key here is dirty and not processing
+    /// (W1).
     queue: VecDeque<K>,
-    /// Keys that need processing, with the time of the add that made them dirty (for the queue
-    /// latency metric). A superset of `queue`: a key added while processing is dirty but not
-    /// queued until `done`.
-    dirty: HashMap<K, Instant>,
-    /// Keys handed out by `get` and not yet `done`, with the time they were handed out.
-    processing: HashMap<K, Instant>,
+    /// client-go's `dirty` and `processing` sets merged into one map, so that each operation
+    /// hashes the key once or twice instead of up to four times. A key is present iff it is
+    /// dirty, processing, or both; see [`KeyState`].
+    keys: HashMap<K, KeyState>,
+    /// Number of keys whose `processing_since` is set.
+    in_flight: usize,
     shutting_down: bool,
     /// Set by `shut_down_with_drain`, cleared by `shut_down` (which cancels the drain wait).
     drain: bool,
@@ -112,6 +112,18 @@ struct State<K> {
     retries: u64,
     queue_latency: DurationStats,
     work_duration: DurationStats,
+}
+
+/// Where a key stands. Stored only while at least one field is set.
+#[derive(Clone, Copy, Debug)]
+struct KeyState {
+    /// Dirty (needs processing) since this add; the start of the queue latency metric. A dirty
+    /// key that is not processing is in `queue`; a dirty key that is processing is pushed onto
+    /// `queue` by `done`.
+    dirty_since: Option<Instant>,
+    /// Processing (handed out by `get`, no `done` yet) since then; the start of the work
+    /// duration metric.
+    processing_since: Option<Instant>,
 }
 
 impl<K> Shared<K> {
@@ -128,21 +140,33 @@ impl<K> Shared<K> {
 impl<K: Clone + Eq + Hash> Shared<K> {
     /// W2. Returns whether the key was pushed onto the queue (and one getter must be woken).
     fn add_locked(state: &mut State<K>, key: K) -> bool {
-        if state.shutting_down || state.dirty.contains_key(&key) {
+        if state.shutting_down {
+            return false;
+        }
+        match state.keys.get_mut(&key) {
             // Already dirty: either waiting in the queue (FIFO `Touch` is a no-op) or being
             // processed and requeued at `done`.
-            return false;
+            Some(KeyState {
+                dirty_since: Some(_),
+                ..
+            }) => false,
+            // Processing and clean: mark dirty, `done` will queue it.
+            Some(key_state) => {
+                key_state.dirty_since = Some(Instant::now());
+                state.adds += 1;
+                false
+            }
+            None => {
+                let key_state = KeyState {
+                    dirty_since: Some(Instant::now()),
+                    processing_since: None,
+                };
+                state.keys.insert(key.clone(), key_state);
+                state.queue.push_back(key);
+                state.adds += 1;
+                true
+            }
         }
-        state.adds += 1;
-        let now = Instant::now();
-        let processing = state.processing.contains_key(&key);
-        if processing {
-            state.dirty.insert(key, now);
-            return false;
-        }
-        state.dirty.insert(key.clone(), now);
-        state.queue.push_back(key);
-        true
     }
 
     fn add_many(&self, keys: impl IntoIterator<Item = K>) {
@@ -194,8 +218,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     queue: VecDeque::new(),
-                    dirty: HashMap::new(),
-                    processing: HashMap::new(),
+                    keys: HashMap::new(),
+                    in_flight: 0,
                     shutting_down: false,
                     drain: false,
                     adds: 0,
@@ -274,12 +298,16 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             return state.shutting_down.then_some(None);
         };
         let now = Instant::now();
-        if let Some(added_at) = state.dirty.remove(&key) {
-            state
-                .queue_latency
-                .record(now.saturating_duration_since(added_at));
+        let state = &mut *state;
+        if let Some(key_state) = state.keys.get_mut(&key) {
+            if let Some(added_at) = key_state.dirty_since.take() {
+                state
+                    .queue_latency
+                    .record(now.saturating_duration_since(added_at));
+            }
+            key_state.processing_since = Some(now);
+            state.in_flight += 1;
         }
-        state.processing.insert(key.clone(), now);
         Some(Some(key))
     }
 
@@ -304,15 +332,30 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// ```
     pub fn done(&self, key: &K) {
         let mut state = self.shared.lock();
-        let Some(started) = state.processing.remove(key) else {
+        // One hash lookup in the common case (clean key): remove it outright.
+        let Some(key_state) = state.keys.remove(key) else {
             return;
         };
+        let Some(started) = key_state.processing_since else {
+            // Queued, not processing: a stray `done`. Put the entry back untouched.
+            state.keys.insert(key.clone(), key_state);
+            return;
+        };
+        state.in_flight -= 1;
         state.work_duration.record(started.elapsed());
-        if state.dirty.contains_key(key) {
+        if key_state.dirty_since.is_some() {
+            // Added while processing: now it may be handed out again.
+            state.keys.insert(
+                key.clone(),
+                KeyState {
+                    processing_since: None,
+                    ..key_state
+                },
+            );
             state.queue.push_back(key.clone());
             drop(state);
             self.shared.key_pushed.notify_one();
-        } else if state.processing.is_empty() && state.drain {
+        } else if state.in_flight == 0 && state.drain {
             drop(state);
             self.shared.drain_progress.notify_waiters();
         }
@@ -495,7 +538,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             progress.as_mut().enable();
             {
                 let state = self.shared.lock();
-                if state.processing.is_empty() || !state.drain {
+                if state.in_flight == 0 || !state.drain {
                     return;
                 }
             }
@@ -529,14 +572,18 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         let now = Instant::now();
         let mut longest = Duration::ZERO;
         let mut unfinished = Duration::ZERO;
-        for started in state.processing.values() {
-            let running = now.saturating_duration_since(*started);
+        for started in state
+            .keys
+            .values()
+            .filter_map(|key_state| key_state.processing_since)
+        {
+            let running = now.saturating_duration_since(started);
             longest = longest.max(running);
             unfinished = unfinished.saturating_add(running);
         }
         WorkQueueMetrics {
             depth: state.queue.len(),
-            in_flight: state.processing.len(),
+            in_flight: state.in_flight,
             delayed,
             adds: state.adds,
             retries: state.retries,
