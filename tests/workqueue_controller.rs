@@ -57,7 +57,11 @@ async fn errors_retry_with_backoff_and_success_forgets() {
     );
     assert_eq!(
         *log.lock().unwrap(),
-        [("flaky", 0 * MS), ("flaky", 10 * MS), ("flaky", 30 * MS)]
+        [
+            ("flaky", Duration::ZERO),
+            ("flaky", 10 * MS),
+            ("flaky", 30 * MS)
+        ]
     );
     assert_eq!(
         queue.num_requeues(&"flaky"),
