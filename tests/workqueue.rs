@@ -549,7 +549,7 @@ async fn stress_no_key_processed_twice_at_once_and_no_add_lost() {
 
     const KEYS: usize = 32;
     const PRODUCERS: usize = 6;
-    const ADDS_PER_PRODUCER: usize = 3_000;
+    const ADDS_PER_PRODUCER: usize = 20_000;
     const WORKERS: usize = 6;
 
     let queue: WorkQueue<usize> = WorkQueue::new();
