@@ -195,3 +195,72 @@ impl<K: Clone + Eq + Hash> DelayedAdds<K> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn schedule_keeps_the_earliest_time_and_wakes_only_for_a_new_minimum() {
+        let delayed = DelayedAdds::new();
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(delayed.schedule("a", at(30)), Scheduled::SpawnTimer);
+        assert_eq!(
+            delayed.schedule("b", at(40)),
+            Scheduled::Quietly,
+            "not the earliest"
+        );
+        assert_eq!(
+            delayed.schedule("a", at(50)),
+            Scheduled::Quietly,
+            "later time ignored"
+        );
+        assert_eq!(
+            delayed.schedule("b", at(10)),
+            Scheduled::WokeTimer,
+            "new minimum"
+        );
+        assert_eq!(delayed.len(), 2);
+        // "b" has a stale entry at 40 ms; only the live one (10 ms) may fire.
+        let state = delayed.lock();
+        assert_eq!(state.heap.len(), 3);
+        assert_eq!(state.live.get("b").map(|live| live.0), Some(at(10)));
+        drop(state);
+        delayed.stop();
+        assert_eq!(delayed.len(), 0);
+        assert_eq!(delayed.schedule("c", at(1)), Scheduled::Stopped);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn run_skips_stale_entries_and_delivers_in_time_order() {
+        let delayed = Arc::new(DelayedAdds::new());
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        delayed.schedule("a", at(30));
+        delayed.schedule("b", at(20));
+        delayed.schedule("a", at(10));
+        let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel();
+        let task = tokio::spawn(
+            Arc::clone(&delayed).run(move |due| sender.send((Instant::now() - t0, due)).is_ok()),
+        );
+        let mut deliveries = Vec::new();
+        for _ in 0..2 {
+            deliveries.push(receiver.recv().await.unwrap());
+        }
+        assert_eq!(
+            deliveries,
+            [
+                (Duration::from_millis(10), vec!["a"]),
+                (Duration::from_millis(20), vec!["b"])
+            ]
+        );
+        // The stale 30 ms entry of "a" delivers nothing.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(receiver.try_recv().is_err());
+        delayed.stop();
+        task.await.unwrap();
+    }
+}
