@@ -115,6 +115,23 @@ fn single_thread(c: &mut Criterion) {
         })
     });
 
+    let untimed: WorkQueue<u64> = WorkQueue::new();
+    untimed.set_timing_metrics(false);
+    group.bench_function("workqueue_without_timing_metrics", |b| {
+        b.iter(|| {
+            rt.block_on(async {
+                for key in 0..KEYS {
+                    untimed.add(key);
+                    untimed.add(key);
+                }
+                for _ in 0..KEYS {
+                    let key = untimed.get().await.unwrap();
+                    untimed.done(&key);
+                }
+            })
+        })
+    });
+
     let baseline: BaselineQueue<u64> = BaselineQueue::new();
     group.bench_function("baseline_mutex_vecdeque_hashset", |b| {
         b.iter(|| {

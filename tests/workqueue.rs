@@ -536,6 +536,37 @@ async fn w10_latency_of_a_key_added_while_processing_counts_from_that_add() {
     assert_eq!(queue.metrics().queue_latency.last, 30 * MS);
 }
 
+#[tokio::test(start_paused = true)]
+async fn w10_timing_metrics_can_be_switched_off_and_back_on() {
+    let queue = WorkQueue::new();
+    queue.set_timing_metrics(false);
+    queue.add("a");
+    queue.add("b");
+    tokio::time::sleep(100 * MS).await;
+    let a = queue.get().await.unwrap();
+    tokio::time::sleep(100 * MS).await;
+    queue.done(&a);
+    let metrics = queue.metrics();
+    assert_eq!(
+        (metrics.adds, metrics.depth),
+        (2, 1),
+        "counters are always kept"
+    );
+    assert_eq!(metrics.queue_latency.count, 0);
+    assert_eq!(metrics.work_duration.count, 0);
+
+    // "b" was stamped while timing was off: its clock restarts when timing comes back.
+    queue.set_timing_metrics(true);
+    tokio::time::sleep(10 * MS).await;
+    let b = queue.get().await.unwrap();
+    tokio::time::sleep(20 * MS).await;
+    assert_eq!(queue.metrics().longest_running_processor, 20 * MS);
+    queue.done(&b);
+    let metrics = queue.metrics();
+    assert_eq!(metrics.queue_latency.last, 10 * MS);
+    assert_eq!(metrics.work_duration.last, 20 * MS);
+}
+
 // ---- Stress: exclusivity and no lost adds ----------------------------------------------------
 
 /// Producers hammer a small key space while workers process. Asserts that no key is ever in
