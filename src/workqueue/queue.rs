@@ -590,7 +590,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
 
     /// Turns the clock-based metrics (queue latency, work duration, longest running processor,
     /// unfinished work) on or off; they are on by default. Off, the queue reads no clock on
-    /// `add`/`get`/`done` (three reads per key, about a quarter of the queue's own cost in
+    /// `add`/`get`/`done` (three reads per key: a quarter to a half of the queue's own cost in
     /// `benches/workqueue.rs`), as client-go does without a metrics provider. Counters and
     /// gauges (depth, in flight, adds, retries) are always kept.
     ///
