@@ -32,9 +32,20 @@
 //! * [`RateLimiter`] and its implementations, [`DefaultControllerRateLimiter`] being the usual
 //!   choice.
 //! * [`WorkQueueMetrics`]: depth, adds, retries, queue latency, work duration, longest running
-//!   processor, unfinished work.
+//!   processor, unfinished work; the clock-based ones can be switched off with
+//!   [`set_timing_metrics`](WorkQueue::set_timing_metrics).
 //! * [`Controller`]: N workers running an async `reconcile(key) -> Result<Action, E>` with
 //!   graceful shutdown.
+//!
+//! # Differences from client-go
+//!
+//! * `add_after` never blocks: delayed keys go straight into the heap instead of through a
+//!   1000-slot channel to the waiting loop, and there is no 10 s heartbeat (the timer task is
+//!   woken when a new earliest deadline arrives).
+//! * The FIFO is fixed (no pluggable `Queue[T]` with `Touch`).
+//! * Metrics are a pull-based snapshot instead of a push to a named provider every 500 ms.
+//! * `shut_down` tells the timer task to stop but, being synchronous, does not wait for it.
+//! * `done` of a key that is not being processed is ignored (client-go would queue it twice).
 //!
 //! # Example
 //!
