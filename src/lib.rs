@@ -6,19 +6,26 @@
 //! Data flows one way through the modules:
 //!
 //! ```text
-//! client (HTTP, auth) -> frame (watch-stream framing) -> watch (typed events) -> ...
+//! config -> client (HTTP, auth) -> frame (watch-stream framing) -> watch (typed events) -> ...
 //! ```
+//!
+//! * [`config`]: where the apiserver is and how to authenticate.
+//! * [`client`]: HTTP/1.1 and HTTP/2 over rustls; GET, paged LIST, WATCH.
+//! * [`frame`]: cuts a watch body into JSON values, however the bytes arrive.
+//! * [`watch`]: decodes frames into [`watch::WatchEvent`]s.
+//! * [`workqueue`]: the rate-limited work queue and worker loop of a controller.
+//! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
 
 pub mod client;
 pub mod config;
-pub mod model;
-
-pub use model::*;
 pub mod error;
 pub mod frame;
-
-pub use error::{Error, Result};
+pub mod model;
 pub mod watch;
+pub mod workqueue;
 
 pub use client::{Api, Client, ListParams, ObjectList, Pager, VersionMatch, WatchParams};
 pub use config::{Auth, Config, Identity, Secret, TlsConfig};
+pub use error::{Error, Result};
+pub use model::*;
+pub use workqueue::WorkQueue;

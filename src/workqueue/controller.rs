@@ -1,0 +1,266 @@
+//! [`Controller`]: N workers draining a [`WorkQueue`] through an async `reconcile(key)`.
+//!
+//! This is the worker half of the client-go controller pattern (`processNextWorkItem`):
+//!
+//! ```text
+//! informer handlers --add(key)--> WorkQueue --get--> worker: reconcile(key)
+//!                                     ^                 |  Ok(Done)            -> forget
+//!                                     |                 |  Ok(RequeueAfter(d)) -> forget, add_after(d)
+//!                                     +-----------------+  Err(_)              -> add_rate_limited
+//!                                                       +-> done(key), always
+//! ```
+//!
+//! The informer half is a hook: anything holding a clone of [`Controller::queue`] (for example an
+//! informer event handler mapping an object to its `namespace/name`) feeds the workers by calling
+//! [`WorkQueue::add`].
+
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use super::WorkQueue;
+
+/// What a successful reconcile asks for next.
+///
+/// An `Err` from reconcile means "failed, retry with backoff" and needs no variant here.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use informer::workqueue::Action;
+///
+/// fn next_step(ready: bool) -> Action {
+///     if ready { Action::Done } else { Action::RequeueAfter(Duration::from_secs(30)) }
+/// }
+/// assert_eq!(next_step(true), Action::Done);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Finished: the key's backoff is reset and it is processed again only when added again.
+    Done,
+    /// Finished for now: the key's backoff is reset and it is processed again after the delay
+    /// (for example to poll an external system).
+    RequeueAfter(Duration),
+}
+
+/// Counts of reconcile outcomes over one [`Controller::run`].
+///
+/// # Example
+///
+/// ```
+/// use informer::workqueue::RunSummary;
+///
+/// let summary = RunSummary::default();
+/// assert_eq!(summary.done + summary.requeued_after + summary.failed, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Reconciles that returned `Ok(Action::Done)`.
+    pub done: u64,
+    /// Reconciles that returned `Ok(Action::RequeueAfter(_))`.
+    pub requeued_after: u64,
+    /// Reconciles that returned `Err(_)` and were requeued with rate limiting.
+    pub failed: u64,
+}
+
+impl std::ops::AddAssign for RunSummary {
+    fn add_assign(&mut self, other: Self) {
+        self.done += other.done;
+        self.requeued_after += other.requeued_after;
+        self.failed += other.failed;
+    }
+}
+
+/// Runs `workers` concurrent workers over a [`WorkQueue`], each calling `reconcile(key)`.
+///
+/// A key is never reconciled by two workers at once (the queue guarantees it), and every key
+/// handed out is marked [`done`](WorkQueue::done) even if reconcile panics.
+///
+/// # Example
+///
+/// ```
+/// use informer::workqueue::{Action, Controller, WorkQueue};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = WorkQueue::new();
+/// let controller = Controller::new(queue.clone(), 2);
+/// queue.add("default/web".to_string());
+/// queue.add("default/db".to_string());
+///
+/// let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+/// let run = tokio::spawn(controller.run(
+///     |key: String| async move {
+///         println!("reconciling {key}");
+///         Ok::<_, std::io::Error>(Action::Done)
+///     },
+///     async { stopped.await.ok(); },
+/// ));
+/// while !queue.is_empty() || queue.metrics().in_flight > 0 {
+///     tokio::task::yield_now().await;
+/// }
+/// stop.send(()).unwrap();
+/// let summary = run.await.unwrap();
+/// assert_eq!(summary.done, 2);
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Controller<K> {
+    queue: WorkQueue<K>,
+    workers: usize,
+}
+
+impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
+    /// A controller running `workers` workers (at least one) over `queue`.
+    ///
+    /// ```
+    /// # use informer::workqueue::{Controller, WorkQueue};
+    /// let controller: Controller<String> = Controller::new(WorkQueue::new(), 4);
+    /// ```
+    pub fn new(queue: WorkQueue<K>, workers: usize) -> Self {
+        Self {
+            queue,
+            workers: workers.max(1),
+        }
+    }
+
+    /// The queue the workers drain: clone it into whatever produces keys (informer handlers).
+    ///
+    /// ```
+    /// # use informer::workqueue::{Controller, WorkQueue};
+    /// let controller = Controller::new(WorkQueue::new(), 1);
+    /// let producer = controller.queue().clone();
+    /// producer.add("default/web");
+    /// assert_eq!(controller.queue().len(), 1);
+    /// ```
+    pub fn queue(&self) -> &WorkQueue<K> {
+        &self.queue
+    }
+
+    /// Spawns the workers and runs until they have all stopped.
+    ///
+    /// Each worker loops: [`get`](WorkQueue::get) a key, `reconcile(key)`, then
+    /// * `Ok(Action::Done)`: [`forget`](WorkQueue::forget) the key;
+    /// * `Ok(Action::RequeueAfter(d))`: forget it and [`add_after`](WorkQueue::add_after)`(key, d)`;
+    /// * `Err(_)`: [`add_rate_limited`](WorkQueue::add_rate_limited)`(key)`; log the error inside
+    ///   reconcile if it matters, it is dropped here;
+    ///
+    /// and always [`done`](WorkQueue::done).
+    ///
+    /// Graceful shutdown: when `shutdown` completes (or someone shuts the queue down) the queue
+    /// stops accepting keys, workers finish the keys they hold and those already queued, and
+    /// `run` returns once every worker has exited, so nothing is in flight any more. A reconcile
+    /// that never returns therefore keeps `run` from returning.
+    ///
+    /// # Panics
+    ///
+    /// If a reconcile panics, the key is still marked done, the queue is shut down, the other
+    /// workers finish, and the panic is resumed here (as client-go's default `HandleCrash`).
+    ///
+    /// ```
+    /// use informer::workqueue::{Action, Controller, WorkQueue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = WorkQueue::new();
+    /// queue.add(1u32);
+    /// queue.add(2u32);
+    /// queue.shut_down(); // already queued keys are still reconciled
+    /// let summary = Controller::new(queue, 1)
+    ///     .run(|_key| async { Ok::<_, String>(Action::Done) }, std::future::pending())
+    ///     .await;
+    /// assert_eq!(summary.done, 2);
+    /// # }
+    /// ```
+    pub async fn run<R, Fut, E, S>(self, reconcile: R, shutdown: S) -> RunSummary
+    where
+        R: Fn(K) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Send + 'static,
+        S: Future<Output = ()>,
+    {
+        let reconcile = Arc::new(reconcile);
+        let mut workers = JoinSet::new();
+        for _ in 0..self.workers {
+            workers.spawn(worker_loop(self.queue.clone(), Arc::clone(&reconcile)));
+        }
+
+        let mut shutdown = pin!(shutdown);
+        let mut shutdown_requested = false;
+        let mut summary = RunSummary::default();
+        let mut panic = None;
+        loop {
+            tokio::select! {
+                () = &mut shutdown, if !shutdown_requested => {
+                    shutdown_requested = true;
+                    // Workers drain the queue and exit; waiting for all of them below is a
+                    // stronger guarantee than `shut_down_with_drain` (in-flight set empty once).
+                    self.queue.shut_down();
+                }
+                joined = workers.join_next() => match joined {
+                    None => break,
+                    Some(Ok(worker_summary)) => summary += worker_summary,
+                    Some(Err(error)) => {
+                        self.queue.shut_down();
+                        if error.is_panic() && panic.is_none() {
+                            panic = Some(error.into_panic());
+                        }
+                    }
+                },
+            }
+        }
+        if let Some(payload) = panic {
+            std::panic::resume_unwind(payload);
+        }
+        summary
+    }
+}
+
+/// Calls `done(key)` when dropped, so a panicking or cancelled reconcile does not leave its key
+/// in the in-flight set for ever (which would block the key and any drain).
+struct DoneOnDrop<'a, K: Clone + Eq + Hash + Send + Sync + 'static> {
+    queue: &'a WorkQueue<K>,
+    key: &'a K,
+}
+
+impl<K: Clone + Eq + Hash + Send + Sync + 'static> Drop for DoneOnDrop<'_, K> {
+    fn drop(&mut self) {
+        self.queue.done(self.key);
+    }
+}
+
+async fn worker_loop<K, R, Fut, E>(queue: WorkQueue<K>, reconcile: Arc<R>) -> RunSummary
+where
+    K: Clone + Eq + Hash + Send + Sync + 'static,
+    R: Fn(K) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    let mut summary = RunSummary::default();
+    while let Some(key) = queue.get().await {
+        let _done = DoneOnDrop {
+            queue: &queue,
+            key: &key,
+        };
+        match reconcile(key.clone()).await {
+            Ok(Action::Done) => {
+                queue.forget(&key);
+                summary.done += 1;
+            }
+            Ok(Action::RequeueAfter(delay)) => {
+                queue.forget(&key);
+                queue.add_after(key.clone(), delay);
+                summary.requeued_after += 1;
+            }
+            Err(_) => {
+                queue.add_rate_limited(key.clone());
+                summary.failed += 1;
+            }
+        }
+    }
+    summary
+}

@@ -1,0 +1,242 @@
+//! `Controller`: reconcile outcomes, graceful shutdown, panics, exclusivity across workers.
+//!
+//! Run on a paused clock, so the delays asserted are exact.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use informer::workqueue::{Action, Controller, ItemExponentialRateLimiter, RunSummary, WorkQueue};
+use tokio::time::{Instant, sleep, timeout};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// When each key was reconciled, relative to `start`.
+type Log = Arc<Mutex<Vec<(&'static str, Duration)>>>;
+
+fn queue_with_backoff(base: Duration) -> WorkQueue<&'static str> {
+    WorkQueue::with_rate_limiter(ItemExponentialRateLimiter::new(
+        base,
+        Duration::from_secs(60),
+    ))
+}
+
+#[tokio::test(start_paused = true)]
+async fn errors_retry_with_backoff_and_success_forgets() {
+    let queue = queue_with_backoff(10 * MS);
+    let log: Log = Arc::default();
+    let start = Instant::now();
+    queue.add("flaky");
+    let controller = Controller::new(queue.clone(), 2);
+    let run = tokio::spawn(controller.run(
+        {
+            let log = Arc::clone(&log);
+            move |key| {
+                let log = Arc::clone(&log);
+                async move {
+                    let mut log = log.lock().unwrap();
+                    log.push((key, Instant::now() - start));
+                    if log.len() < 3 {
+                        Err("not yet")
+                    } else {
+                        Ok(Action::Done)
+                    }
+                }
+            }
+        },
+        sleep(Duration::from_secs(1)),
+    ));
+    let summary = run.await.unwrap();
+    assert_eq!(
+        summary,
+        RunSummary {
+            done: 1,
+            requeued_after: 0,
+            failed: 2
+        }
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            ("flaky", Duration::ZERO),
+            ("flaky", 10 * MS),
+            ("flaky", 30 * MS)
+        ]
+    );
+    assert_eq!(
+        queue.num_requeues(&"flaky"),
+        0,
+        "forgotten after the success"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_after_comes_back_after_the_delay() {
+    let queue = queue_with_backoff(10 * MS);
+    let log: Log = Arc::default();
+    let start = Instant::now();
+    queue.add("poll");
+    let summary = Controller::new(queue.clone(), 1)
+        .run(
+            {
+                let log = Arc::clone(&log);
+                move |key| {
+                    let log = Arc::clone(&log);
+                    async move {
+                        let mut log = log.lock().unwrap();
+                        log.push((key, Instant::now() - start));
+                        Ok::<_, ()>(if log.len() < 3 {
+                            Action::RequeueAfter(Duration::from_secs(5))
+                        } else {
+                            Action::Done
+                        })
+                    }
+                }
+            },
+            sleep(Duration::from_secs(60)),
+        )
+        .await;
+    assert_eq!(
+        summary,
+        RunSummary {
+            done: 1,
+            requeued_after: 2,
+            failed: 0
+        }
+    );
+    let times: Vec<Duration> = log.lock().unwrap().iter().map(|(_, at)| *at).collect();
+    assert_eq!(
+        times,
+        [
+            Duration::ZERO,
+            Duration::from_secs(5),
+            Duration::from_secs(10)
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_finishes_in_flight_and_queued_keys_then_returns() {
+    let queue = queue_with_backoff(MS);
+    for key in ["a", "b", "c"] {
+        queue.add(key);
+    }
+    let finished = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let summary = Controller::new(queue.clone(), 1)
+        .run(
+            {
+                let finished = Arc::clone(&finished);
+                move |key| {
+                    let finished = Arc::clone(&finished);
+                    async move {
+                        sleep(100 * MS).await; // still running when shutdown is requested
+                        finished.lock().unwrap().push(key);
+                        Ok::<_, ()>(Action::Done)
+                    }
+                }
+            },
+            sleep(10 * MS),
+        )
+        .await;
+    assert_eq!(summary.done, 3);
+    assert_eq!(*finished.lock().unwrap(), ["a", "b", "c"]);
+    assert_eq!(Instant::now() - start, 300 * MS);
+    assert!(queue.is_shutting_down());
+    assert_eq!(queue.metrics().in_flight, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_returns_when_the_queue_is_shut_down_elsewhere() {
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    let run = tokio::spawn(Controller::new(queue.clone(), 3).run(
+        |_| async { Ok::<_, ()>(Action::Done) },
+        std::future::pending(),
+    ));
+    queue.add(1);
+    sleep(MS).await;
+    queue.shut_down();
+    let summary = timeout(Duration::from_secs(1), run)
+        .await
+        .expect("run returned")
+        .unwrap();
+    assert_eq!(summary.done, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_reconcile_marks_its_key_done_and_the_panic_reaches_run() {
+    let queue = queue_with_backoff(MS);
+    queue.add("ok");
+    queue.add("boom");
+    let run = tokio::spawn(Controller::new(queue.clone(), 2).run(
+        |key| async move {
+            if key == "boom" {
+                panic!("reconcile of {key} failed hard");
+            }
+            sleep(MS).await;
+            Ok::<_, ()>(Action::Done)
+        },
+        std::future::pending(),
+    ));
+    let error = timeout(Duration::from_secs(1), run)
+        .await
+        .expect("run returned")
+        .unwrap_err();
+    assert!(error.is_panic());
+    assert!(queue.is_shutting_down());
+    let metrics = queue.metrics();
+    assert_eq!(metrics.in_flight, 0, "the panicking key was marked done");
+    assert_eq!(
+        metrics.work_duration.count, 2,
+        "the other worker finished its key"
+    );
+}
+
+/// Keys re-added while they are being reconciled are never reconciled by two workers at once,
+/// and every re-add leads to one more reconcile after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_never_reconcile_one_key_concurrently() {
+    const KEYS: u32 = 8;
+    const ROUNDS: u32 = 200;
+    let queue: WorkQueue<u32> = WorkQueue::new();
+    let in_flight = Arc::new(Mutex::new(HashSet::new()));
+    let counts = Arc::new(Mutex::new(HashMap::<u32, u32>::new()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(Controller::new(queue.clone(), 4).run(
+        {
+            let (in_flight, counts) = (Arc::clone(&in_flight), Arc::clone(&counts));
+            move |key| {
+                let (in_flight, counts) = (Arc::clone(&in_flight), Arc::clone(&counts));
+                async move {
+                    assert!(
+                        in_flight.lock().unwrap().insert(key),
+                        "{key} reconciled twice"
+                    );
+                    tokio::task::yield_now().await;
+                    *counts.lock().unwrap().entry(key).or_default() += 1;
+                    assert!(in_flight.lock().unwrap().remove(&key));
+                    Ok::<_, ()>(Action::Done)
+                }
+            }
+        },
+        async {
+            stopped.await.ok();
+        },
+    ));
+    let outcome = timeout(Duration::from_secs(60), async {
+        for _ in 0..ROUNDS {
+            for key in 0..KEYS {
+                queue.add(key);
+            }
+            tokio::task::yield_now().await;
+        }
+        stop.send(()).unwrap();
+        run.await.unwrap()
+    })
+    .await
+    .expect("controller run timed out");
+    let counts = counts.lock().unwrap();
+    assert_eq!(counts.len(), KEYS as usize);
+    assert_eq!(u64::from(counts.values().sum::<u32>()), outcome.done);
+    assert!(counts.values().all(|&n| (1..=ROUNDS).contains(&n)));
+}
