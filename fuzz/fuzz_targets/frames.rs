@@ -1,0 +1,83 @@
+//! Arbitrary bytes, cut at arbitrary points, through the frame decoder and the event decoder.
+//!
+//! Asserts: no panic; the frames (and decode results) of the chunked feed equal those of the one-shot
+//! feed; the decoder never holds more than the limit plus one chunk.
+#![no_main]
+
+use informer::frame::FrameDecoder;
+use informer::watch::{WatchEvent, decode_event};
+use informer::{DynamicObject, Error, Pod};
+use libfuzzer_sys::fuzz_target;
+
+/// A small limit so the over-limit path is reached often.
+const LIMIT: usize = 512;
+
+#[derive(Debug, PartialEq)]
+enum Out {
+    Frame(Vec<u8>, u64),
+    TooLarge,
+    Eof(usize),
+}
+
+fn run(data: &[u8], cuts: &[usize]) -> Vec<Out> {
+    let mut dec = FrameDecoder::with_max_frame(LIMIT);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &end in cuts.iter().chain(std::iter::once(&data.len())) {
+        let chunk = &data[start..end];
+        start = end;
+        dec.push(chunk);
+        loop {
+            match dec.next_frame() {
+                Ok(Some(f)) => {
+                    assert!(f.bytes.len() <= LIMIT);
+                    // Any frame must decode or fail cleanly, typed or dynamic.
+                    let typed = decode_event::<Pod>(&f);
+                    let dynamic = decode_event::<DynamicObject>(&f);
+                    if let (Ok(WatchEvent::Added(a)), Ok(WatchEvent::Added(b))) = (&typed, &dynamic) {
+                        assert_eq!(a.metadata.name, b.metadata.name);
+                    }
+                    out.push(Out::Frame(f.bytes.to_vec(), f.offset));
+                }
+                Ok(None) => break,
+                Err(Error::FrameTooLarge { .. }) => out.push(Out::TooLarge),
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+        assert!(dec.buffered() <= LIMIT + chunk.len());
+    }
+    match dec.finish() {
+        Ok(Some(f)) => out.push(Out::Frame(f.bytes.to_vec(), f.offset)),
+        Ok(None) => {}
+        Err(Error::UnexpectedEof { buffered }) => out.push(Out::Eof(buffered)),
+        Err(e) => panic!("unexpected error {e}"),
+    }
+    out
+}
+
+fuzz_target!(|input: &[u8]| {
+    // The first bytes choose the cut points; the rest is the stream.
+    if input.len() < 2 {
+        return;
+    }
+    let ncuts = (input[0] % 8) as usize;
+    let (head, data) = input[1..].split_at(ncuts.min(input.len() - 1));
+    let mut cuts: Vec<usize> = head.iter().map(|&b| (b as usize * data.len()) / 255).collect();
+    cuts.sort_unstable();
+    let one_shot = run(data, &[]);
+    let chunked = run(data, &cuts);
+    // Over-limit detection may happen at a different chunk, but what is delivered must agree.
+    let frames = |v: &[Out]| -> Vec<(Vec<u8>, u64)> {
+        v.iter()
+            .filter_map(|o| match o {
+                Out::Frame(b, off) => Some((b.clone(), *off)),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(frames(&one_shot), frames(&chunked));
+    assert_eq!(
+        one_shot.iter().filter(|o| matches!(o, Out::TooLarge)).count(),
+        chunked.iter().filter(|o| matches!(o, Out::TooLarge)).count()
+    );
+});
