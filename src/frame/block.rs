@@ -1,9 +1,9 @@
 //! Classifying 64 bytes at a time: where the quotes, backslashes and brackets are, which quotes are
 //! escaped, and which bytes are inside strings (the idea of simdjson's first stage, in portable Rust).
 //!
-//! Each byte class becomes a 64-bit mask (bit *i* for byte *i*). Eight bytes are compared at once as
-//! one `u64` ("SWAR"): no `unsafe`, no target features, and about an order of magnitude faster than
-//! looking at one byte at a time.
+//! Each byte class becomes a 64-bit mask (bit *i* for byte *i*), computed with comparisons the
+//! compiler vectorizes: no `unsafe`, no target features, and several times faster than jumping from
+//! token to token with `memchr` on compact JSON, where a quote comes every few bytes.
 //!
 //! The escaping rule, shared with the byte-at-a-time tail in the parent module so that every way of
 //! cutting a stream gives the same frames: a byte is *escaped* when an odd-length run of backslashes
@@ -11,25 +11,16 @@
 //! whether or not they are escaped (a backslash outside a string is invalid JSON anyway, and the
 //! parser reports it).
 
-/// Bits of the low 7 bits of every byte.
-const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-/// One in every byte.
-const ONES: u64 = 0x0101_0101_0101_0101;
-
-/// `0x80` in every byte of `word` that equals `byte`, `0` in the others (exact: no false positives,
-/// unlike the classic "has zero byte" test).
+/// Packs 64 flags (each byte 0 or 1) into a mask, eight at a time: the multiplication moves the
+/// flag of byte *k* of a word to bit 56 + *k*, where the shift picks the eight of them up.
 #[inline(always)]
-fn equal_bytes(word: u64, byte: u8) -> u64 {
-    let t = word ^ (ONES * byte as u64);
-    // A byte of t is zero iff adding 0x7f to its low 7 bits does not carry into bit 7 and bit 7 is 0.
-    !(((t & LOW7).wrapping_add(LOW7)) | t | LOW7)
-}
-
-/// Gathers bit 7 of each byte into the low 8 bits (byte 0 -> bit 0).
-#[inline(always)]
-fn gather(high_bits: u64) -> u64 {
-    // Each 0x01 (after the shift) lands in a distinct bit of the top byte of the product.
-    ((high_bits >> 7).wrapping_mul(0x0102_0408_1020_4080)) >> 56
+fn pack(flags: &[u8; 64]) -> u64 {
+    let mut mask = 0u64;
+    for (i, word) in flags.chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        mask |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (i * 8);
+    }
+    mask
 }
 
 /// The masks of one block.
@@ -41,19 +32,27 @@ pub(super) struct Masks {
     pub close: u64,
 }
 
-/// The masks of `block` for `"`, `\`, `open` and `close`.
+/// The masks of `block` for `"`, `\\`, `open` and `close`.
+///
+/// Written as plain byte comparisons into flag arrays, which the compiler turns into vector
+/// compares (16 bytes per instruction with the baseline SSE2 of x86-64); only the packing into bits
+/// is done by hand.
 #[inline]
 pub(super) fn masks(block: &[u8; 64], open: u8, close: u8) -> Masks {
-    let mut m = Masks::default();
-    for (i, word) in block.chunks_exact(8).enumerate() {
-        let w = u64::from_le_bytes(word.try_into().expect("8 bytes"));
-        let shift = i * 8;
-        m.quote |= gather(equal_bytes(w, b'"')) << shift;
-        m.backslash |= gather(equal_bytes(w, b'\\')) << shift;
-        m.open |= gather(equal_bytes(w, open)) << shift;
-        m.close |= gather(equal_bytes(w, close)) << shift;
+    let (mut quote, mut backslash) = ([0u8; 64], [0u8; 64]);
+    let (mut opens, mut closes) = ([0u8; 64], [0u8; 64]);
+    for (i, &b) in block.iter().enumerate() {
+        quote[i] = u8::from(b == b'"');
+        backslash[i] = u8::from(b == b'\\');
+        opens[i] = u8::from(b == open);
+        closes[i] = u8::from(b == close);
     }
-    m
+    Masks {
+        quote: pack(&quote),
+        backslash: pack(&backslash),
+        open: pack(&opens),
+        close: pack(&closes),
+    }
 }
 
 /// The bytes escaped by a preceding odd run of backslashes. `carry` says on entry whether byte 0 is
