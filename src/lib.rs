@@ -9,6 +9,10 @@
 //! client (HTTP, auth) -> frame (watch-stream framing) -> watch (typed events) -> ...
 //! ```
 
+pub mod fifo;
 pub mod model;
+pub mod store;
 
+pub use fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
 pub use model::*;
+pub use store::Store;
