@@ -344,9 +344,9 @@ impl<T: Object> Store<T> {
     /// # use std::sync::Arc; use informer::{Pod, store::Store};
     /// let store = Store::<Pod>::new();
     /// let mut p = Pod::default();
-    /// (p.metadata.name, p.spec.node_name) = ("a".into(), "node-1".into());
+    /// (p.metadata.name, p.spec.node_name) = ("a".into(), Some("node-1".into()));
     /// store.insert(Arc::new(p));
-    /// store.add_index("node", Arc::new(|p: &Pod| vec![p.spec.node_name.clone()])).unwrap();
+    /// store.add_index("node", Arc::new(|p: &Pod| p.spec.node_name.iter().cloned().collect())).unwrap();
     /// assert_eq!(store.index_keys("node", "node-1").unwrap(), ["a"]);
     /// assert!(store.add_index("node", Arc::new(|_: &Pod| vec![])).is_err());
     /// ```
