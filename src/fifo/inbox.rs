@@ -19,24 +19,24 @@
 //! by a producer only while the consumer is asleep, and the consumer holds it only to check `epoch`
 //! and go to sleep (a few instructions), never while it processes anything.
 //!
-//! Under `--cfg loom` the queue is a loom `Mutex<VecDeque>`, a linearizable stand-in for crossbeam's
-//! `SegQueue` (which is linearizable too); loom then checks the protocol above and everything built
-//! on it. The async wait (tokio's `Notify`) is not built under loom.
+//! Under `--cfg informer_loom` the queue is a loom `Mutex<VecDeque>`, a linearizable stand-in for
+//! crossbeam's `SegQueue` (which is linearizable too); loom then checks the protocol above and
+//! everything built on it. The async wait (tokio's `Notify`) is not built under loom.
 
-#[cfg(loom)]
+#[cfg(informer_loom)]
 use loom::sync::{
     Condvar, Mutex,
     atomic::{AtomicUsize, Ordering::SeqCst},
 };
-#[cfg(not(loom))]
+#[cfg(not(informer_loom))]
 use std::sync::{
     Condvar, Mutex,
     atomic::{AtomicUsize, Ordering::SeqCst},
 };
 
-#[cfg(loom)]
+#[cfg(informer_loom)]
 type Queue<E> = Mutex<std::collections::VecDeque<E>>;
-#[cfg(not(loom))]
+#[cfg(not(informer_loom))]
 type Queue<E> = crossbeam_queue::SegQueue<E>;
 
 /// See the module docs.
@@ -48,7 +48,7 @@ pub(crate) struct Inbox<E> {
     waiters: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
-    #[cfg(not(loom))]
+    #[cfg(not(informer_loom))]
     notify: tokio::sync::Notify,
 }
 
@@ -60,7 +60,7 @@ impl<E> Inbox<E> {
             waiters: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cond: Condvar::new(),
-            #[cfg(not(loom))]
+            #[cfg(not(informer_loom))]
             notify: tokio::sync::Notify::new(),
         }
     }
@@ -68,9 +68,9 @@ impl<E> Inbox<E> {
     /// Pushes an input and wakes a sleeping consumer. Never blocks unless the consumer is asleep, and
     /// then only for the consumer's few-instruction critical section.
     pub(crate) fn push(&self, input: E) {
-        #[cfg(loom)]
+        #[cfg(informer_loom)]
         self.queue.lock().unwrap().push_back(input);
-        #[cfg(not(loom))]
+        #[cfg(not(informer_loom))]
         self.queue.push(input);
         // SeqCst, step (2): must be in the single total order with the consumer's step (a); and as a
         // release it publishes the push to a consumer whose `epoch` load reads this value.
@@ -82,24 +82,24 @@ impl<E> Inbox<E> {
             // sleep: it is now asleep on `cond` (the wait released the lock) or has not checked yet.
             drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
             self.cond.notify_all();
-            #[cfg(not(loom))]
+            #[cfg(not(informer_loom))]
             self.notify.notify_one();
         }
     }
 
     /// Takes the oldest input, if any. Consumer only.
     pub(crate) fn try_pop(&self) -> Option<E> {
-        #[cfg(loom)]
+        #[cfg(informer_loom)]
         return self.queue.lock().unwrap().pop_front();
-        #[cfg(not(loom))]
+        #[cfg(not(informer_loom))]
         return self.queue.pop();
     }
 
     /// Whether the queue is empty right now (step (b) of the protocol). Consumer only.
     pub(crate) fn is_empty(&self) -> bool {
-        #[cfg(loom)]
+        #[cfg(informer_loom)]
         return self.queue.lock().unwrap().is_empty();
-        #[cfg(not(loom))]
+        #[cfg(not(informer_loom))]
         return self.queue.is_empty();
     }
 
@@ -140,7 +140,7 @@ impl<E> WaitTicket<'_, E> {
 
     /// Step (c), async: resolves after a push after the ticket was taken (or spuriously, so callers
     /// loop). Cancel-safe: dropping the future drops the ticket.
-    #[cfg(not(loom))]
+    #[cfg(not(informer_loom))]
     pub(crate) async fn wait_async(self) {
         let notified = self.inbox.notify.notified();
         let mut notified = std::pin::pin!(notified);

@@ -41,9 +41,9 @@ mod pending;
 
 use std::sync::Arc;
 
-#[cfg(loom)]
+#[cfg(informer_loom)]
 use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(informer_loom))]
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::model::Object;
@@ -659,7 +659,7 @@ impl<T: Object> FifoConsumer<T> {
     /// assert!(consumer.pop_async().await.is_some());
     /// # });
     /// ```
-    #[cfg(not(loom))]
+    #[cfg(not(informer_loom))]
     pub async fn pop_async(&mut self) -> Option<Popped<'_, T>> {
         loop {
             self.drain();
