@@ -29,15 +29,21 @@ fn events(keys: usize) -> Vec<Delta<Pod>> {
         .collect()
 }
 
+/// Key order, key -> newest delta, closed.
+type BaselineState = (VecDeque<Arc<str>>, HashMap<Arc<str>, Delta<Pod>>, bool);
+
 /// The baseline: one mutex over an ordered key queue and a key -> newest delta map (last wins).
 struct MutexQueue {
-    inner: Mutex<(VecDeque<Arc<str>>, HashMap<Arc<str>, Delta<Pod>>, bool)>,
+    inner: Mutex<BaselineState>,
     ready: Condvar,
 }
 
 impl MutexQueue {
     fn new() -> Self {
-        MutexQueue { inner: Mutex::new(Default::default()), ready: Condvar::new() }
+        MutexQueue {
+            inner: Mutex::new(Default::default()),
+            ready: Condvar::new(),
+        }
     }
     fn push(&self, d: Delta<Pod>) {
         let key: Arc<str> = d.key().into();

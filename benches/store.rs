@@ -33,7 +33,10 @@ fn keys() -> Vec<(String, String, String)> {
     (0..n)
         .map(|i| (i * 7919) % n)
         .map(|i| {
-            let (ns, name) = (format!("namespace-{}", i / PER_NAMESPACE), format!("pod-{}-abcde", i % PER_NAMESPACE));
+            let (ns, name) = (
+                format!("namespace-{}", i / PER_NAMESPACE),
+                format!("pod-{}-abcde", i % PER_NAMESPACE),
+            );
             let full = format!("{ns}/{name}");
             (ns, name, full)
         })
@@ -56,7 +59,11 @@ fn fill() -> (Arc<Store<Pod>>, Arc<Baseline>) {
 }
 
 /// A writer replacing objects round-robin in both maps until `stop`.
-fn writer(store: Arc<Store<Pod>>, base: Arc<Baseline>, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+fn writer(
+    store: Arc<Store<Pod>>,
+    base: Arc<Baseline>,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let mut i = 0usize;
         while !stop.load(Ordering::Relaxed) {
@@ -74,7 +81,11 @@ fn bench(c: &mut Criterion) {
     for contended in [false, true] {
         let stop = Arc::new(AtomicBool::new(false));
         let w = contended.then(|| writer(store.clone(), base.clone(), stop.clone()));
-        let mut g = c.benchmark_group(if contended { "store/get-with-writer" } else { "store/get-idle" });
+        let mut g = c.benchmark_group(if contended {
+            "store/get-with-writer"
+        } else {
+            "store/get-idle"
+        });
         let mut i = 0;
         g.bench_function("store", |b| {
             b.iter(|| {
@@ -111,7 +122,11 @@ fn percentiles(label: &str, mut lookup: impl FnMut(&(String, String, String)) ->
     }
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!("{label:<48} p50 {:>6.1} ns   p99 {:>6.1} ns", at(0.50), at(0.99));
+    println!(
+        "{label:<48} p50 {:>6.1} ns   p99 {:>6.1} ns",
+        at(0.50),
+        at(0.99)
+    );
 }
 
 fn latency_report() {
@@ -121,10 +136,13 @@ fn latency_report() {
         let stop = Arc::new(AtomicBool::new(false));
         let w = contended.then(|| writer(store.clone(), base.clone(), stop.clone()));
         let suffix = if contended { "with writer" } else { "idle" };
-        percentiles(&format!("store.get ({suffix})"), |(ns, name, _)| store.get(ns, name));
-        percentiles(&format!("RwLock<HashMap> baseline ({suffix})"), |(_, _, full)| {
-            base.read().unwrap().get(full.as_str()).cloned()
+        percentiles(&format!("store.get ({suffix})"), |(ns, name, _)| {
+            store.get(ns, name)
         });
+        percentiles(
+            &format!("RwLock<HashMap> baseline ({suffix})"),
+            |(_, _, full)| base.read().unwrap().get(full.as_str()).cloned(),
+        );
         stop.store(true, Ordering::Relaxed);
         if let Some(w) = w {
             w.join().unwrap();

@@ -220,7 +220,7 @@ fn relist_tombstones_pending_keys_with_their_newest_state() {
     fifo.begin_relist();
     fifo.end_relist();
     let p = c.try_pop().unwrap();
-    match &p.deltas()[..] {
+    match p.deltas() {
         [Delta::Deleted(DeletedObject::Tombstone { key, last_known })] => {
             assert_eq!(
                 (key.as_str(), last_known.metadata.resource_version.as_str()),

@@ -386,7 +386,7 @@ impl<T: Object> DeltaFifo<T> {
     }
 
     /// Closes the fifo: later pushes are refused; what was pushed before is still popped, then `pop`
-    /// returns `None`.
+    /// returns `None`. Dropping the [`FifoConsumer`] also refuses further pushes.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
@@ -536,6 +536,14 @@ impl<T: Object> Drop for Popped<'_, T> {
             p.initial_outstanding -= 1;
             self.consumer.publish();
         }
+    }
+}
+
+impl<T> Drop for FifoConsumer<T> {
+    fn drop(&mut self) {
+        // Nobody will drain the inbox any more: refuse further input so it cannot grow. Relaxed: see
+        // `DeltaFifo::send`.
+        self.shared.closed.store(true, Ordering::Relaxed);
     }
 }
 

@@ -48,6 +48,24 @@ pub(super) struct Pending<T> {
     pub(super) first_list_done: bool,
     pub(super) initial_outstanding: usize,
     pub(super) counters: Counters,
+    /// Scratch space for computing keys without allocating.
+    key_buf: String,
+}
+
+/// Writes the cache key of `delta` into `buf` (cleared first).
+fn write_key<T: Object>(delta: &Delta<T>, buf: &mut String) {
+    buf.clear();
+    match delta {
+        Delta::Deleted(DeletedObject::Tombstone { key, .. }) => buf.push_str(key),
+        other => {
+            let meta = other.object().meta();
+            if !meta.namespace.is_empty() {
+                buf.push_str(&meta.namespace);
+                buf.push('/');
+            }
+            buf.push_str(&meta.name);
+        }
+    }
 }
 
 /// `a` and `b` are the same version. Empty versions are unknown and never equal.
@@ -73,6 +91,7 @@ impl<T: Object> Pending<T> {
             first_list_done: false,
             initial_outstanding: 0,
             counters: Counters::default(),
+            key_buf: String::new(),
         }
     }
 
@@ -136,8 +155,9 @@ impl<T: Object> Pending<T> {
     /// A watch event: drops it if stale, else coalesces it (informer-design §4).
     pub(super) fn event(&mut self, delta: Delta<T>, known: &dyn KnownObjects<T>) {
         self.counters.received += 1;
-        let key: Arc<str> = delta.key().into();
-        let stale = match self.map.get(&key) {
+        let mut key = std::mem::take(&mut self.key_buf);
+        write_key(&delta, &mut key);
+        let stale = match self.map.get(key.as_str()) {
             Some(e) => rv_stale(delta.resource_version(), e.last().resource_version()),
             None => known
                 .get_by_key(&key)
@@ -145,15 +165,16 @@ impl<T: Object> Pending<T> {
         };
         if stale {
             self.counters.dropped_stale += 1;
-            return;
+        } else {
+            self.coalesce(&key, delta, known);
         }
-        self.coalesce(key, delta, known);
+        self.key_buf = key;
     }
 
     /// Coalesces `e` into the entry of `key` by the table of informer-design §4 (no staleness check).
-    fn coalesce(&mut self, key: Arc<str>, e: Delta<T>, known: &dyn KnownObjects<T>) {
-        let Some(entry) = self.map.get_mut(&key) else {
-            self.insert_new(key, e);
+    fn coalesce(&mut self, key: &str, e: Delta<T>, known: &dyn KnownObjects<T>) {
+        let Some(entry) = self.map.get_mut(key) else {
+            self.insert_new(key.into(), e);
             return;
         };
         self.counters.coalesced += 1;
@@ -168,12 +189,12 @@ impl<T: Object> Pending<T> {
             (Delta::Added(_), Delta::Deleted(d)) => {
                 // Did the key exist before this Added? After a pending Deleted it did not; otherwise
                 // ask the store.
-                if !two && known.get_by_key(&key).is_some() {
+                if !two && known.get_by_key(key).is_some() {
                     entry.first = Delta::Deleted(d);
                 } else if two {
                     entry.second = None;
                 } else {
-                    self.remove_entry(&key);
+                    self.remove_entry(key);
                 }
             }
             (last @ Delta::Modified(_), Delta::Deleted(d)) => *last = Delta::Deleted(d),
@@ -225,7 +246,7 @@ impl<T: Object> Pending<T> {
                 if rv_stale(delta.resource_version(), e.last().resource_version()) {
                     self.counters.dropped_stale += 1;
                 } else {
-                    self.coalesce(key.clone(), delta, known);
+                    self.coalesce(&key, delta, known);
                 }
             }
         }
@@ -259,7 +280,7 @@ impl<T: Object> Pending<T> {
                 key: key.to_string(),
                 last_known,
             };
-            self.coalesce(key.clone(), Delta::Deleted(tomb), known);
+            self.coalesce(&key, Delta::Deleted(tomb), known);
             self.mark_initial(&key);
         }
         self.relist = None;
