@@ -1,74 +1,69 @@
-//! Store keys that can be looked up by borrowed `(namespace, name)` without allocating.
+//! Store keys, looked up by borrowed `(namespace, name)` without allocating.
 //!
-//! std's `HashMap::get` needs a `Q` with `K: Borrow<Q>` whose `Hash`/`Eq` agree with `K`'s. A
-//! `(&str, &str)` pair cannot be borrowed out of an owned key, so we borrow both as a trait object,
-//! `dyn KeyView`, whose `Hash` and `Eq` look only at (hash, namespace, name).
-//!
-//! The hash of a key is computed **once**, with the store's keyed SipHash (`RandomState`, so names
-//! chosen by cluster users cannot force collisions), and stored in the key. The maps then use
-//! [`PassThroughHasher`], which hands that precomputed value to hashbrown unchanged, so a lookup
-//! hashes its strings exactly once even though it also picks a shard.
+//! The hash of a key is computed **once** per lookup with the store's keyed [`KeyHasher`], picks the
+//! shard, and is handed to the shard's `hashbrown::HashTable` as is (its `find` takes a precomputed
+//! hash and an equality closure, so no owned or joined key is ever built for a lookup). The owned
+//! [`StoreKey`] keeps its hash, so tables never rehash strings when they grow.
 
-use std::borrow::Borrow;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
-/// Hashes `namespace` and `name` with `state`. `0xff` never occurs in UTF-8, so it separates the two
-/// parts unambiguously (`("a", "bc")` and `("ab", "c")` hash differently).
-pub(crate) fn hash_parts(state: &impl BuildHasher, namespace: &str, name: &str) -> u64 {
-    let mut h = state.build_hasher();
-    h.write(namespace.as_bytes());
-    h.write_u8(0xff);
-    h.write(name.as_bytes());
-    h.finish()
+/// A keyed hash for store keys: a folded 64x64->128-bit multiply per 8 bytes (the construction of
+/// foldhash and wyhash), seeded per store from std's random keys.
+///
+/// Why not std's SipHash: it costs about as much as the rest of a lookup put together on a ~30-byte
+/// key. Why keyed: names are chosen by cluster users; with a secret per-store seed a collision set
+/// cannot be precomputed, and the worst an attacker gets is slower lookups in one shard. Not a PRF:
+/// do not use it where an attacker can observe hash values.
+#[derive(Clone, Copy)]
+pub(crate) struct KeyHasher {
+    seed: u64,
+    mul: u64,
+}
+
+impl KeyHasher {
+    pub(crate) fn new() -> KeyHasher {
+        let r = std::hash::RandomState::new();
+        // `| 1` keeps the multiplier odd, so multiplying never loses the low bit's information.
+        KeyHasher {
+            seed: r.hash_one(0x5eed_u64),
+            mul: r.hash_one(0x0dd_u64) ^ 0x9e37_79b9_7f4a_7c15 | 1,
+        }
+    }
+
+    fn bytes(&self, mut h: u64, bytes: &[u8]) -> u64 {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let v = u64::from_le_bytes(c.try_into().expect("8-byte chunk"));
+            h = folded_mul(h ^ v, self.mul);
+        }
+        let rest = chunks.remainder();
+        let mut tail = [0u8; 8];
+        tail[..rest.len()].copy_from_slice(rest);
+        // The length goes in with the tail, so "a" and "a\0" differ.
+        folded_mul(
+            h ^ u64::from_le_bytes(tail),
+            self.mul ^ (bytes.len() as u64).rotate_left(32),
+        )
+    }
+}
+
+fn folded_mul(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// Hashes `namespace` and `name`; the namespace's length is mixed in, so `("a", "bc")` and
+/// `("ab", "c")` hash differently.
+pub(crate) fn hash_parts(state: &KeyHasher, namespace: &str, name: &str) -> u64 {
+    let h = state.bytes(state.seed, namespace.as_bytes());
+    folded_mul(state.bytes(h, name.as_bytes()), 0x2d35_8dcc_aa6c_78a5)
 }
 
 /// Splits a cache key into `(namespace, name)` like client-go's `SplitMetaNamespaceKey` with
 /// `strings.Cut`: no `/` means cluster-scoped; any further `/` stays in the name.
 pub(crate) fn split_key(key: &str) -> (&str, &str) {
     key.split_once('/').unwrap_or(("", key))
-}
-
-/// What a lookup compares: the precomputed hash and the two parts of the key.
-pub(crate) trait KeyView {
-    fn hash_value(&self) -> u64;
-    fn namespace(&self) -> &str;
-    fn name(&self) -> &str;
-}
-
-impl Hash for dyn KeyView + '_ {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.hash_value());
-    }
-}
-
-impl PartialEq for dyn KeyView + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash_value() == other.hash_value()
-            && self.name() == other.name()
-            && self.namespace() == other.namespace()
-    }
-}
-
-impl Eq for dyn KeyView + '_ {}
-
-/// A borrowed key, built on the stack for a lookup.
-pub(crate) struct Lookup<'a> {
-    pub(crate) namespace: &'a str,
-    pub(crate) name: &'a str,
-    pub(crate) hash: u64,
-}
-
-impl KeyView for Lookup<'_> {
-    fn hash_value(&self) -> u64 {
-        self.hash
-    }
-    fn namespace(&self) -> &str {
-        self.namespace
-    }
-    fn name(&self) -> &str {
-        self.name
-    }
 }
 
 /// An owned key: the full `namespace/name` string (shared with the index buckets), where the name
@@ -104,91 +99,64 @@ impl StoreKey {
     }
 }
 
-impl KeyView for StoreKey {
-    fn hash_value(&self) -> u64 {
-        self.hash
-    }
-    fn namespace(&self) -> &str {
+impl StoreKey {
+    /// The namespace part (empty for cluster-scoped objects).
+    pub(crate) fn namespace(&self) -> &str {
         &self.full[..self.name_start.saturating_sub(1)]
     }
-    fn name(&self) -> &str {
+
+    /// The name part.
+    pub(crate) fn name(&self) -> &str {
         &self.full[self.name_start..]
     }
-}
 
-impl Hash for StoreKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // Must agree with `dyn KeyView`'s `Hash`, as `Borrow` requires.
-        state.write_u64(self.hash);
+    /// The precomputed hash.
+    pub(crate) fn hash(&self) -> u64 {
+        self.hash
+    }
+
+    /// Whether this is the key `(namespace, name)` whose hash is `hash`.
+    pub(crate) fn is(&self, hash: u64, namespace: &str, name: &str) -> bool {
+        self.hash == hash && self.name() == name && self.namespace() == namespace
     }
 }
-
-impl PartialEq for StoreKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.hash == other.hash && self.full == other.full
-    }
-}
-
-impl Eq for StoreKey {}
-
-impl<'a> Borrow<dyn KeyView + 'a> for StoreKey {
-    fn borrow(&self) -> &(dyn KeyView + 'a) {
-        self
-    }
-}
-
-/// A hasher that passes a precomputed `u64` through. Only `write_u64` is ever called on it by the
-/// `Hash` impls above; `write` folds bytes in as a fallback so it stays a valid `Hasher`.
-#[derive(Default)]
-pub(crate) struct PassThroughHasher(u64);
-
-impl Hasher for PassThroughHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// `BuildHasher` for [`PassThroughHasher`].
-pub(crate) type PassThrough = std::hash::BuildHasherDefault<PassThroughHasher>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-    use std::hash::RandomState;
 
     #[test]
-    fn borrowed_lookup_finds_owned_key() {
-        let s = RandomState::new();
-        let mut m: HashMap<StoreKey, u32, PassThrough> = HashMap::default();
-        m.insert(StoreKey::new("ns", "a", hash_parts(&s, "ns", "a")), 1);
-        m.insert(StoreKey::new("", "node1", hash_parts(&s, "", "node1")), 2);
-        let q = Lookup {
-            namespace: "ns",
-            name: "a",
-            hash: hash_parts(&s, "ns", "a"),
-        };
-        assert_eq!(m.get(&q as &dyn KeyView), Some(&1));
-        let q = Lookup {
-            namespace: "",
-            name: "node1",
-            hash: hash_parts(&s, "", "node1"),
-        };
-        assert_eq!(m.get(&q as &dyn KeyView), Some(&2));
-        let q = Lookup {
-            namespace: "n",
-            name: "sa",
-            hash: hash_parts(&s, "n", "sa"),
-        };
-        assert_eq!(m.get(&q as &dyn KeyView), None);
+    fn key_parts() {
+        let s = KeyHasher::new();
+        let k = StoreKey::new("ns", "a", hash_parts(&s, "ns", "a"));
+        assert_eq!((k.namespace(), k.name(), &**k.full()), ("ns", "a", "ns/a"));
+        assert!(k.is(hash_parts(&s, "ns", "a"), "ns", "a"));
+        assert!(!k.is(hash_parts(&s, "n", "sa"), "n", "sa"));
+        let c = StoreKey::new("", "node1", 7);
+        assert_eq!(
+            (c.namespace(), c.name(), &**c.full()),
+            ("", "node1", "node1")
+        );
+    }
+
+    #[test]
+    fn hash_separates_the_parts() {
+        let s = KeyHasher::new();
+        assert_ne!(hash_parts(&s, "a", "bc"), hash_parts(&s, "ab", "c"));
+        assert_ne!(hash_parts(&s, "", "a"), hash_parts(&s, "", "a\0"));
+        assert_ne!(
+            hash_parts(&s, "ns", "a"),
+            hash_parts(&KeyHasher::new(), "ns", "a")
+        );
+        // Low bits (bucket index) and bits 32.. (shard) both vary over similar names.
+        let hs: std::collections::HashSet<u64> = (0..256)
+            .map(|i| hash_parts(&s, "ns", &format!("pod-{i}")) & 0xff)
+            .collect();
+        assert!(hs.len() > 120, "{}", hs.len());
+        let shards: std::collections::HashSet<u64> = (0..256)
+            .map(|i| (hash_parts(&s, "ns", &format!("pod-{i}")) >> 32) & 63)
+            .collect();
+        assert!(shards.len() > 50, "{}", shards.len());
     }
 
     #[test]

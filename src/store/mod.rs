@@ -5,9 +5,10 @@
 //! - **Shards.** 64 cache-line-padded `RwLock<HashMap>`s. A reader locks one shard for one lookup, so
 //!   readers on different shards never touch the same cache line and a writer blocks 1/64th of the
 //!   readers, briefly.
-//! - **Allocation-free lookups.** [`Store::get`] takes a borrowed `(namespace, name)`; see `key.rs`
-//!   for how std's `HashMap` is queried with it. The key's hash (keyed SipHash, collision-resistant
-//!   against crafted names) is computed once per lookup and reused by the shard's map.
+//! - **Allocation-free lookups.** [`Store::get`] takes a borrowed `(namespace, name)` and queries
+//!   the shard's `hashbrown::HashTable` with a precomputed hash and an equality closure (`key.rs`). The key's hash (a fast keyed hash, seeded per store
+//!   so crafted names cannot be precomputed to collide) is computed once per lookup and reused by the
+//!   shard's map.
 //! - **Indexes.** All indexes live behind one `RwLock`. Each bucket (index value) maps key to object,
 //!   in key order, so [`Store::by_index`] reads the index alone and [`Store::index_keys`] comes out
 //!   sorted. The namespace index ([`NAMESPACE_INDEX`]) is built in. Empty buckets are removed (I5).
@@ -25,13 +26,13 @@ mod selector;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::hash::RandomState;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::fifo::{Delta, KnownObjects};
 use crate::model::Object;
-use key::{KeyView, Lookup, PassThrough, StoreKey, hash_parts, split_key};
+use hashbrown::HashTable;
+use key::{KeyHasher, StoreKey, hash_parts, split_key};
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
 
@@ -69,7 +70,7 @@ impl std::error::Error for StoreError {}
 #[repr(align(128))]
 struct Padded<S>(S);
 
-type Shard<T> = RwLock<HashMap<StoreKey, Arc<T>, PassThrough>>;
+type Shard<T> = RwLock<HashTable<(StoreKey, Arc<T>)>>;
 /// Index value -> (key -> object), in key order.
 type Buckets<T> = HashMap<String, BTreeMap<Arc<str>, Arc<T>>>;
 
@@ -94,8 +95,8 @@ struct Index<T> {
 /// assert_eq!(store.list_namespace("prod").len(), 1);
 /// ```
 pub struct Store<T> {
-    /// Keyed SipHash for keys (see module docs).
-    hasher: RandomState,
+    /// Keyed hash for keys (see `key.rs`).
+    hasher: KeyHasher,
     shards: Box<[Padded<Shard<T>>]>,
     /// Lock order: `indexes` before any shard.
     indexes: RwLock<HashMap<String, Index<T>>>,
@@ -127,7 +128,7 @@ impl<T: Object> Store<T> {
             },
         )]);
         Store {
-            hasher: RandomState::new(),
+            hasher: KeyHasher::new(),
             shards: (0..SHARDS).map(|_| Padded(RwLock::default())).collect(),
             indexes: RwLock::new(indexes),
             len: AtomicUsize::new(0),
@@ -135,19 +136,13 @@ impl<T: Object> Store<T> {
         }
     }
 
-    fn lookup<'a>(&self, namespace: &'a str, name: &'a str) -> (Lookup<'a>, &Shard<T>) {
+    /// The key's hash and its shard.
+    fn locate(&self, namespace: &str, name: &str) -> (u64, &Shard<T>) {
         let hash = hash_parts(&self.hasher, namespace, name);
         // hashbrown uses the low bits for the bucket and the top 7 for its tag byte; bits 32.. are
         // independent of both for any table under 2^32 buckets.
         let shard = &self.shards[(hash >> 32) as usize & (SHARDS - 1)].0;
-        (
-            Lookup {
-                namespace,
-                name,
-                hash,
-            },
-            shard,
-        )
+        (hash, shard)
     }
 
     /// The object `namespace/name` (`namespace` empty for cluster-scoped). Allocates nothing.
@@ -161,8 +156,10 @@ impl<T: Object> Store<T> {
     /// assert!(store.get("", "node-1").is_some());
     /// ```
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
-        let (q, shard) = self.lookup(namespace, name);
-        read(shard).get(&q as &dyn KeyView).cloned()
+        let (hash, shard) = self.locate(namespace, name);
+        read(shard)
+            .find(hash, |(k, _)| k.is(hash, namespace, name))
+            .map(|(_, o)| o.clone())
     }
 
     /// The object with cache key `key` (`namespace/name` or `name`).
@@ -204,7 +201,7 @@ impl<T: Object> Store<T> {
     pub fn list(&self) -> Vec<Arc<T>> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(read(&s.0).values().cloned());
+            out.extend(read(&s.0).iter().map(|(_, o)| o.clone()));
         }
         out
     }
@@ -217,7 +214,7 @@ impl<T: Object> Store<T> {
     pub fn keys(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(read(&s.0).keys().map(|k| k.full().to_string()));
+            out.extend(read(&s.0).iter().map(|(k, _)| k.full().to_string()));
         }
         out
     }
@@ -247,12 +244,11 @@ impl<T: Object> Store<T> {
     pub fn list_selected(&self, selector: &LabelSelector) -> Vec<Arc<T>> {
         let mut out = Vec::new();
         for s in self.shards.iter() {
-            out.extend(
-                read(&s.0)
-                    .values()
-                    .filter(|o| selector.matches(&o.meta().labels))
-                    .cloned(),
-            );
+            let shard = read(&s.0);
+            let selected = shard
+                .iter()
+                .filter(|(_, o)| selector.matches(&o.meta().labels));
+            out.extend(selected.map(|(_, o)| o.clone()));
         }
         out
     }
@@ -268,22 +264,16 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn insert(&self, obj: Arc<T>) -> Option<Arc<T>> {
         let meta = obj.meta();
-        let (q, shard) = self.lookup(&meta.namespace, &meta.name);
+        let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+        let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes);
-        let mut map = shard.write().unwrap_or_else(|e| e.into_inner());
-        let (key, old) = match map.get_key_value(&q as &dyn KeyView) {
-            Some((k, _)) => {
-                let key = k.full().clone();
-                (
-                    key,
-                    map.get_mut(&q as &dyn KeyView)
-                        .map(|slot| std::mem::replace(slot, obj.clone())),
-                )
-            }
+        let mut map = write(shard);
+        let (key, old) = match map.find_mut(hash, |(k, _)| k.is(hash, namespace, name)) {
+            Some((k, slot)) => (k.full().clone(), Some(std::mem::replace(slot, obj.clone()))),
             None => {
-                let k = StoreKey::new(q.namespace, q.name, q.hash);
+                let k = StoreKey::new(namespace, name, hash);
                 let key = k.full().clone();
-                map.insert(k, obj.clone());
+                map.insert_unique(hash, (k, obj.clone()), |(k, _)| k.hash());
                 // Relaxed: see `len`; the write locks order the updates.
                 self.len.fetch_add(1, Ordering::Relaxed);
                 (key, None)
@@ -308,10 +298,13 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn remove(&self, key: &str) -> Option<Arc<T>> {
         let (namespace, name) = split_key(key);
-        let (q, shard) = self.lookup(namespace, name);
+        let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes);
-        let mut map = shard.write().unwrap_or_else(|e| e.into_inner());
-        let (k, old) = map.remove_entry(&q as &dyn KeyView)?;
+        let mut map = write(shard);
+        let entry = map
+            .find_entry(hash, |(k, _)| k.is(hash, namespace, name))
+            .ok()?;
+        let ((k, old), _) = entry.remove();
         // Relaxed: see `len`.
         self.len.fetch_sub(1, Ordering::Relaxed);
         for index in indexes.values_mut() {
@@ -487,7 +480,7 @@ impl<T: Object> KnownObjects<T> for Store<T> {
 
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         for s in self.shards.iter() {
-            for k in read(&s.0).keys() {
+            for (k, _) in read(&s.0).iter() {
                 f(k.full());
             }
         }
