@@ -14,10 +14,13 @@
 //!   sorted. The namespace index ([`NAMESPACE_INDEX`]) is built in. Empty buckets are removed (I5).
 //!
 //! # Consistency
-//! A write holds the index lock, then the shard lock (always in that order, so writers and
-//! [`Store::add_index`] cannot deadlock), and changes map and indexes before releasing either. Every
-//! read takes one of the two locks, so each single read sees either all of a write or none of it, and
-//! a read that starts after a write returned sees that write, whichever lock it takes. Reads that
+//! A write takes the index lock, then the shard lock (always in that order, so writers and
+//! [`Store::add_index`] cannot deadlock), changes the map, releases the shard (so readers of the
+//! shard do not wait for index work), updates the indexes and releases the index lock. Every read
+//! takes one of the two locks, so it sees a write whole or not at all; and reads never go back in
+//! time: once a `get` saw a write, the writer already holds the index lock, so a later index read
+//! waits for the index update; once an index read saw it, the write is complete. Concurrent writers
+//! are serialised by the index lock, so map and indexes apply them in the same order. Reads that
 //! take several shard locks (`list`, `keys`) see each shard at a possibly different moment, like any
 //! iteration over a concurrent map.
 
@@ -268,7 +271,8 @@ impl<T: Object> Store<T> {
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes);
         let mut map = write(shard);
-        let (key, old) = match map.find_mut(hash, |(k, _)| k.is(hash, namespace, name)) {
+        let found = map.find_mut(hash, |(k, _)| k.is(hash, namespace, name));
+        let (key, old) = match found {
             Some((k, slot)) => (k.full().clone(), Some(std::mem::replace(slot, obj.clone()))),
             None => {
                 let k = StoreKey::new(namespace, name, hash);
@@ -279,6 +283,8 @@ impl<T: Object> Store<T> {
                 (key, None)
             }
         };
+        // Readers of this shard need not wait for the index work (see "Consistency").
+        drop(map);
         for index in indexes.values_mut() {
             update_index(index, &key, old.as_deref(), Some(&obj));
         }
@@ -307,6 +313,7 @@ impl<T: Object> Store<T> {
         let ((k, old), _) = entry.remove();
         // Relaxed: see `len`.
         self.len.fetch_sub(1, Ordering::Relaxed);
+        drop(map);
         for index in indexes.values_mut() {
             update_index(index, k.full(), Some(&old), None);
         }
