@@ -320,6 +320,45 @@ impl<T: Object> Store<T> {
         Some(old)
     }
 
+    /// Makes the store hold exactly `items` (a complete list), for callers that do not go through the
+    /// [`DeltaFifo`](crate::fifo::DeltaFifo) (whose relist produces deltas instead). Objects whose key
+    /// and resourceVersion are unchanged keep the stored `Arc`. Returns the removed objects. Each
+    /// object is inserted or removed by itself, so concurrent readers may see a mix of old and new
+    /// state while it runs.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// # fn pod(name: &str) -> Arc<Pod> { let mut p = Pod::default(); p.metadata.name = name.into(); p.metadata.resource_version = "1".into(); Arc::new(p) }
+    /// let store = Store::<Pod>::new();
+    /// store.insert(pod("a"));
+    /// store.insert(pod("b"));
+    /// let removed = store.replace(vec![pod("b"), pod("c")]);
+    /// assert_eq!(removed.len(), 1);
+    /// let mut keys = store.keys();
+    /// keys.sort();
+    /// assert_eq!(keys, ["b", "c"]);
+    /// ```
+    pub fn replace(&self, items: impl IntoIterator<Item = Arc<T>>) -> Vec<Arc<T>> {
+        let mut listed = std::collections::HashSet::new();
+        for item in items {
+            let meta = item.meta();
+            listed.insert(meta.key());
+            let unchanged = self.get(&meta.namespace, &meta.name).is_some_and(|s| {
+                !meta.resource_version.is_empty()
+                    && s.meta().resource_version == meta.resource_version
+            });
+            if !unchanged {
+                self.insert(item);
+            }
+        }
+        let gone: Vec<String> = self
+            .keys()
+            .into_iter()
+            .filter(|k| !listed.contains(k))
+            .collect();
+        gone.iter().filter_map(|k| self.remove(k)).collect()
+    }
+
     /// Applies a popped delta: `Added`/`Modified` insert, `Deleted` removes the key. Returns the
     /// object the store held before (the `old` of an update notification).
     ///
