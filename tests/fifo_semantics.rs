@@ -420,3 +420,48 @@ async fn the_consumer_can_move_into_a_task() {
     fifo.close();
     assert_eq!(task.await.unwrap(), 2);
 }
+
+/// `(key, caught-up version)` of every pop.
+fn caught_up(c: &mut FifoConsumer<Pod>) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    while let Some(p) = c.try_pop() {
+        let rv = p.caught_up_resource_version().map(str::to_string);
+        out.push((p.key().to_string(), rv));
+    }
+    out
+}
+
+fn cu(key: &str, rv: Option<&str>) -> (String, Option<String>) {
+    (key.to_string(), rv.map(str::to_string))
+}
+
+#[test]
+fn caught_up_version_only_when_nothing_else_is_pending() {
+    let (_store, fifo, mut c) = setup(&[]);
+    fifo.push(added("a", "1"));
+    fifo.push(added("b", "2"));
+    assert_eq!(caught_up(&mut c), [cu("a", None), cu("b", Some("2"))]);
+    // A bookmark with nothing pending: a pop without deltas reports it, once.
+    fifo.bookmark("5");
+    let p = c.try_pop().unwrap();
+    assert!(p.deltas().is_empty());
+    assert_eq!(p.caught_up_resource_version(), Some("5"));
+    drop(p);
+    assert!(c.try_pop().is_none());
+    // A bookmark behind pending events is reported with the last of them.
+    fifo.push(modified("a", "6"));
+    fifo.bookmark("9");
+    assert_eq!(caught_up(&mut c), [cu("a", Some("9"))]);
+}
+
+#[test]
+fn no_caught_up_version_during_a_relist() {
+    let (store, fifo, mut c) = setup(&[("old", "1")]);
+    fifo.begin_relist();
+    fifo.relist_page(vec![pod("a", "3", "u1")]);
+    assert_eq!(caught_up(&mut c), [cu("a", None)]);
+    fifo.end_relist();
+    fifo.bookmark("10"); // the list's resourceVersion
+    assert_eq!(caught_up(&mut c), [cu("old", Some("10"))]);
+    drop(store);
+}

@@ -23,6 +23,9 @@
 //!   copy of stored objects, even while the consumer lags.
 //! - [`DeltaFifo::has_synced`] turns true once every delta of the first complete list has been popped
 //!   **and processed** (its [`Popped`] guard dropped).
+//! - [`Popped::caught_up_resource_version`] says when the store, once the popped deltas are applied,
+//!   is exactly the server's state at a resourceVersion (nothing else pending, no relist running);
+//!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.
 //!
 //! # Concurrency
 //! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and never
@@ -218,6 +221,7 @@ enum Input<T> {
     BeginRelist,
     Page(Vec<Arc<T>>),
     EndRelist,
+    Bookmark(String),
     Close,
 }
 
@@ -307,6 +311,8 @@ impl<T: Object> DeltaFifo<T> {
             shared: shared.clone(),
             pending: Pending::new(),
             closed: false,
+            newest_rv: String::new(),
+            bookmark_unreported: false,
         };
         (DeltaFifo { shared }, consumer)
     }
@@ -383,6 +389,22 @@ impl<T: Object> DeltaFifo<T> {
     /// ```
     pub fn end_relist(&self) -> bool {
         self.send(Input::EndRelist)
+    }
+
+    /// Reports that the watch reached resourceVersion `rv` (a BOOKMARK, or the list's version after
+    /// [`end_relist`](Self::end_relist)). Once nothing is pending the consumer reports it through
+    /// [`Popped::caught_up_resource_version`], if need be with a pop that carries no deltas.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.bookmark("42");
+    /// let p = consumer.try_pop().unwrap();
+    /// assert!(p.deltas().is_empty());
+    /// assert_eq!(p.caught_up_resource_version(), Some("42"));
+    /// ```
+    pub fn bookmark(&self, rv: &str) -> bool {
+        self.send(Input::Bookmark(rv.to_string()))
     }
 
     /// Closes the fifo: later pushes are refused; what was pushed before is still popped, then `pop`
@@ -466,10 +488,17 @@ pub struct FifoConsumer<T> {
     pending: Pending<T>,
     /// The `Close` marker has been drained.
     closed: bool,
+    /// resourceVersion of the newest event or bookmark drained.
+    newest_rv: String,
+    /// A bookmark was drained and not yet reported by a pop.
+    bookmark_unreported: bool,
 }
 
 /// A popped key: its one or two deltas, in order. Dropping it marks it processed (for
 /// [`DeltaFifo::has_synced`]); apply it to the store and notify handlers first.
+///
+/// A pop with no deltas (and an empty key) only reports that the store is caught up with a
+/// bookmark: see [`caught_up_resource_version`](Self::caught_up_resource_version).
 ///
 /// ```
 /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
@@ -487,6 +516,7 @@ pub struct Popped<'a, T: Object> {
     key: Arc<str>,
     deltas: Vec<Delta<T>>,
     initial: bool,
+    caught_up: Option<String>,
 }
 
 impl<T: Object> Popped<'_, T> {
@@ -527,6 +557,23 @@ impl<T: Object> Popped<'_, T> {
     pub fn in_initial_list(&self) -> bool {
         self.initial
     }
+
+    /// `Some(rv)` when nothing else was pending: once these deltas are applied, the store is exactly
+    /// the server's state at `rv` (the newest event or bookmark taken in; informer-design §5, for
+    /// [`Store::set_last_applied_resource_version`](crate::store::Store::set_last_applied_resource_version)).
+    /// `None` while a relist is running or other keys are pending.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let mut p = Pod::default();
+    /// (p.metadata.name, p.metadata.resource_version) = ("a".into(), "7".into());
+    /// fifo.push(Delta::Added(Arc::new(p)));
+    /// assert_eq!(consumer.pop().unwrap().caught_up_resource_version(), Some("7"));
+    /// ```
+    pub fn caught_up_resource_version(&self) -> Option<&str> {
+        self.caught_up.as_deref()
+    }
 }
 
 impl<T: Object> Drop for Popped<'_, T> {
@@ -558,7 +605,18 @@ impl<T: Object> FifoConsumer<T> {
             };
             n += 1;
             match input {
-                Input::Event(d) => self.pending.event(d, known),
+                Input::Event(d) => {
+                    let tombstone = matches!(d, Delta::Deleted(DeletedObject::Tombstone { .. }));
+                    if !tombstone && !d.resource_version().is_empty() {
+                        self.newest_rv.clear();
+                        self.newest_rv.push_str(d.resource_version());
+                    }
+                    self.pending.event(d, known)
+                }
+                Input::Bookmark(rv) => {
+                    self.newest_rv = rv;
+                    self.bookmark_unreported = true;
+                }
                 Input::BeginRelist => self.pending.begin_relist(),
                 Input::Page(items) => {
                     for obj in items {
@@ -597,17 +655,35 @@ impl<T: Object> FifoConsumer<T> {
         }
     }
 
+    /// Whether `take` has something to hand out: a pending key, or an unreported bookmark.
+    fn ready(&self) -> bool {
+        self.pending.len() > 0 || (self.bookmark_unreported && !self.pending.relist_running())
+    }
+
     fn take(&mut self) -> Option<Popped<'_, T>> {
-        let (key, entry) = self.pending.pop_front()?;
-        let mut deltas = Vec::with_capacity(1 + usize::from(entry.second.is_some()));
-        deltas.push(entry.first);
-        deltas.extend(entry.second);
+        let (key, deltas, initial) = match self.pending.pop_front() {
+            Some((key, entry)) => {
+                let mut deltas = Vec::with_capacity(1 + usize::from(entry.second.is_some()));
+                deltas.push(entry.first);
+                deltas.extend(entry.second);
+                (key, deltas, entry.initial)
+            }
+            None if self.ready() => (Arc::from(""), Vec::new(), false),
+            None => return None,
+        };
+        let caught_up =
+            self.pending.len() == 0 && !self.pending.relist_running() && !self.newest_rv.is_empty();
+        let caught_up = caught_up.then(|| self.newest_rv.clone());
+        if caught_up.is_some() {
+            self.bookmark_unreported = false;
+        }
         self.publish();
         Some(Popped {
             consumer: self,
             key,
             deltas,
-            initial: entry.initial,
+            initial,
+            caught_up,
         })
     }
 
@@ -641,7 +717,7 @@ impl<T: Object> FifoConsumer<T> {
     pub fn pop(&mut self) -> Option<Popped<'_, T>> {
         loop {
             self.drain();
-            if self.pending.len() > 0 {
+            if self.ready() {
                 return self.take();
             }
             if self.closed {
@@ -671,7 +747,7 @@ impl<T: Object> FifoConsumer<T> {
     pub async fn pop_async(&mut self) -> Option<Popped<'_, T>> {
         loop {
             self.drain();
-            if self.pending.len() > 0 {
+            if self.ready() {
                 return self.take();
             }
             if self.closed {

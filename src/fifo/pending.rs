@@ -217,6 +217,11 @@ impl<T: Object> Pending<T> {
         }
     }
 
+    /// Whether a relist has begun and not ended.
+    pub(super) fn relist_running(&self) -> bool {
+        self.relist.is_some()
+    }
+
     /// Starts a relist (restarting one that was abandoned mid-way).
     pub(super) fn begin_relist(&mut self) {
         self.relist = Some(HashSet::new());
