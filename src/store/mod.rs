@@ -102,10 +102,12 @@ pub struct Store<T> {
     hasher: KeyHasher,
     shards: Box<[Padded<Shard<T>>]>,
     /// Lock order: `indexes` before any shard.
-    indexes: RwLock<HashMap<String, Index<T>>>,
+    /// Padded, like `len` and `last_applied_rv`: the writer's lock and counter traffic must not
+    /// share a cache line with `hasher` and `shards`, which every lookup reads.
+    indexes: Padded<RwLock<HashMap<String, Index<T>>>>,
     /// Number of objects; written under the index write lock.
-    len: AtomicUsize,
-    last_applied_rv: Mutex<String>,
+    len: Padded<AtomicUsize>,
+    last_applied_rv: Padded<Mutex<String>>,
 }
 
 impl<T: Object> Default for Store<T> {
@@ -133,9 +135,9 @@ impl<T: Object> Store<T> {
         Store {
             hasher: KeyHasher::new(),
             shards: (0..SHARDS).map(|_| Padded(RwLock::default())).collect(),
-            indexes: RwLock::new(indexes),
-            len: AtomicUsize::new(0),
-            last_applied_rv: Mutex::new(String::new()),
+            indexes: Padded(RwLock::new(indexes)),
+            len: Padded(AtomicUsize::new(0)),
+            last_applied_rv: Padded(Mutex::new(String::new())),
         }
     }
 
@@ -184,7 +186,7 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn len(&self) -> usize {
         // Relaxed: a count, not a synchronisation point; it is exact whenever no write is running.
-        self.len.load(Ordering::Relaxed)
+        self.len.0.load(Ordering::Relaxed)
     }
 
     /// Whether the store holds no object.
@@ -269,7 +271,7 @@ impl<T: Object> Store<T> {
         let meta = obj.meta();
         let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
         let (hash, shard) = self.locate(namespace, name);
-        let mut indexes = write(&self.indexes);
+        let mut indexes = write(&self.indexes.0);
         let mut map = write(shard);
         let found = map.find_mut(hash, |(k, _)| k.is(hash, namespace, name));
         let (key, old) = match found {
@@ -279,7 +281,7 @@ impl<T: Object> Store<T> {
                 let key = k.full().clone();
                 map.insert_unique(hash, (k, obj.clone()), |(k, _)| k.hash());
                 // Relaxed: see `len`; the write locks order the updates.
-                self.len.fetch_add(1, Ordering::Relaxed);
+                self.len.0.fetch_add(1, Ordering::Relaxed);
                 (key, None)
             }
         };
@@ -305,14 +307,14 @@ impl<T: Object> Store<T> {
     pub fn remove(&self, key: &str) -> Option<Arc<T>> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
-        let mut indexes = write(&self.indexes);
+        let mut indexes = write(&self.indexes.0);
         let mut map = write(shard);
         let entry = map
             .find_entry(hash, |(k, _)| k.is(hash, namespace, name))
             .ok()?;
         let ((k, old), _) = entry.remove();
         // Relaxed: see `len`.
-        self.len.fetch_sub(1, Ordering::Relaxed);
+        self.len.0.fetch_sub(1, Ordering::Relaxed);
         drop(map);
         for index in indexes.values_mut() {
             update_index(index, k.full(), Some(&old), None);
@@ -390,7 +392,7 @@ impl<T: Object> Store<T> {
     /// assert!(store.add_index("node", Arc::new(|_: &Pod| vec![])).is_err());
     /// ```
     pub fn add_index(&self, name: &str, func: IndexFn<T>) -> Result<(), StoreError> {
-        let mut indexes = write(&self.indexes);
+        let mut indexes = write(&self.indexes.0);
         if indexes.contains_key(name) {
             return Err(StoreError::IndexConflict(name.to_string()));
         }
@@ -434,7 +436,7 @@ impl<T: Object> Store<T> {
     /// assert!(informer::store::Store::<informer::Pod>::new().index_values("namespace").unwrap().is_empty());
     /// ```
     pub fn index_values(&self, index: &str) -> Result<Vec<String>, StoreError> {
-        let indexes = read(&self.indexes);
+        let indexes = read(&self.indexes.0);
         let index = indexes
             .get(index)
             .ok_or_else(|| StoreError::UnknownIndex(index.into()))?;
@@ -447,7 +449,7 @@ impl<T: Object> Store<T> {
         value: &str,
         f: impl FnOnce(&BTreeMap<Arc<str>, Arc<T>>) -> R,
     ) -> Result<R, StoreError> {
-        let indexes = read(&self.indexes);
+        let indexes = read(&self.indexes.0);
         let index = indexes
             .get(index)
             .ok_or_else(|| StoreError::UnknownIndex(index.into()))?;
@@ -464,13 +466,15 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn last_applied_resource_version(&self) -> String {
         self.last_applied_rv
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
     }
 
-    /// Records the resourceVersion the store is now exactly at (the informer calls this after applying
-    /// an event or bookmark while nothing else was pending).
+    /// Records the resourceVersion the store is now exactly at: the informer calls this with
+    /// [`Popped::caught_up_resource_version`](crate::fifo::Popped::caught_up_resource_version) after
+    /// applying the popped deltas.
     ///
     /// ```
     /// informer::store::Store::<informer::Pod>::new().set_last_applied_resource_version("7");
@@ -478,6 +482,7 @@ impl<T: Object> Store<T> {
     pub fn set_last_applied_resource_version(&self, rv: &str) {
         let mut cur = self
             .last_applied_rv
+            .0
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         cur.clear();
