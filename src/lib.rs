@@ -10,5 +10,7 @@
 //! ```
 
 pub mod model;
+#[cfg(feature = "sim")]
+pub mod sim;
 
 pub use model::*;

@@ -1,0 +1,1 @@
+//! Workload generator (filled in below).
