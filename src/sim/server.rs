@@ -689,6 +689,7 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
     };
     let start = store.start_watch(t.idx, t.ns.as_deref(), from);
     let params = WatchParams {
+        resource: t.idx,
         ns: t.ns.clone(),
         sel: o.sel,
         bookmarks: o.bookmarks,

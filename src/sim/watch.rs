@@ -29,6 +29,8 @@ const BATCH: usize = 64 * 1024;
 
 /// Parameters of one watch request.
 pub(crate) struct WatchParams {
+    /// The watched resource (index in the registry).
+    pub resource: usize,
     pub ns: Option<String>,
     pub sel: Selectors,
     pub bookmarks: bool,
@@ -58,6 +60,9 @@ fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, out: &mut Vec<u8>) 
 
 /// Applies namespace and selector filtering, including the X5 transitions.
 fn convert(ev: &Event, info: &ResourceInfo, p: &WatchParams) -> Option<Bytes> {
+    if ev.resource != p.resource {
+        return None;
+    }
     if p.ns.is_some() && ev.obj.namespace() != p.ns.as_deref() {
         return None;
     }
