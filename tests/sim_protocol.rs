@@ -292,10 +292,13 @@ async fn watch_resumes_from_resource_version() {
         // Live events follow, in order; other namespaces are not seen.
         sim.create("pods", Some("other"), pod("c", json!({})))
             .unwrap();
+        // Other resources are not seen either.
+        sim.create("endpoints", Some("default"), endpoints("e"))
+            .unwrap();
         sim.create("pods", Some("default"), pod("d", json!({})))
             .unwrap();
         let e3 = w.event().await.unwrap();
-        assert_eq!(ev(&e3), ("ADDED".into(), "d".into(), (r + 4).to_string()));
+        assert_eq!(ev(&e3), ("ADDED".into(), "d".into(), (r + 5).to_string()));
         // An all-namespaces watch sees both.
         let mut all = Conn::open(
             addr,
