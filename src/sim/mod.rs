@@ -80,6 +80,7 @@ pub struct SimulatorBuilder {
     addr: SocketAddr,
     tls: bool,
     token: Option<String>,
+    read_only_token: Option<String>,
     client_cert_auth: bool,
     history: HistoryLimits,
     bookmark_interval: Duration,
@@ -96,6 +97,7 @@ impl Default for SimulatorBuilder {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             tls: false,
             token: None,
+            read_only_token: None,
             client_cert_auth: false,
             history: HistoryLimits {
                 max_events: 100_000,
@@ -127,6 +129,13 @@ impl SimulatorBuilder {
     /// Require `Authorization: Bearer <token>` (or a client certificate, if enabled); 401 otherwise.
     pub fn token(mut self, token: impl Into<String>) -> Self {
         self.token = Some(token.into());
+        self
+    }
+
+    /// Also accept `Authorization: Bearer <token>` for a read-only user `reader`: get/list/watch
+    /// work, writes get 403 Forbidden with the apiserver's RBAC message.
+    pub fn read_only_token(mut self, token: impl Into<String>) -> Self {
+        self.read_only_token = Some(token.into());
         self
     }
 
@@ -208,6 +217,7 @@ impl SimulatorBuilder {
             faults,
             cfg: ServerConfig {
                 token: self.token,
+                read_only_token: self.read_only_token,
                 client_cert_auth: self.client_cert_auth,
                 bookmark_interval: self.bookmark_interval,
                 rv_wait: self.rv_wait,

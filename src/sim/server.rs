@@ -36,6 +36,7 @@ const MAX_BODY: usize = 3 * 1024 * 1024;
 /// Server settings fixed at start.
 pub(crate) struct ServerConfig {
     pub token: Option<String>,
+    pub read_only_token: Option<String>,
     pub client_cert_auth: bool,
     pub bookmark_interval: Duration,
     pub rv_wait: Duration,
@@ -161,13 +162,13 @@ fn authenticate(
     shared: &Shared,
     client_cert: bool,
     req: &Request<Incoming>,
-) -> Result<(), ApiError> {
+) -> Result<Access, ApiError> {
     let cfg = &shared.cfg;
-    if cfg.token.is_none() && !cfg.client_cert_auth {
-        return Ok(());
+    if cfg.token.is_none() && cfg.read_only_token.is_none() && !cfg.client_cert_auth {
+        return Ok(Access::Full);
     }
     if cfg.client_cert_auth && client_cert {
-        return Ok(());
+        return Ok(Access::Full);
     }
     let bearer = req
         .headers()
@@ -175,10 +176,19 @@ fn authenticate(
         .and_then(|h| h.to_str().ok())
         .and_then(|h| h.strip_prefix("Bearer "))
         .map(str::trim);
-    match (&cfg.token, bearer) {
-        (Some(t), Some(b)) if t == b => Ok(()),
+    match bearer {
+        Some(b) if cfg.token.as_deref() == Some(b) => Ok(Access::Full),
+        Some(b) if cfg.read_only_token.as_deref() == Some(b) => Ok(Access::ReadOnly),
         _ => Err(ApiError::unauthorized()),
     }
+}
+
+/// What an authenticated request may do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Full,
+    /// get/list/watch only; writes get 403 (user `reader`).
+    ReadOnly,
 }
 
 async fn route(
@@ -186,7 +196,7 @@ async fn route(
     client_cert: bool,
     req: Request<Incoming>,
 ) -> Result<Response<SimBody>, ApiError> {
-    authenticate(shared, client_cert, &req)?;
+    let access = authenticate(shared, client_cert, &req)?;
     let faults = &shared.faults;
     if let Some(code) = faults.take_failure() {
         return Err(ApiError::injected(code));
@@ -221,10 +231,10 @@ async fn route(
             .header(CONTENT_TYPE, "text/plain; charset=utf-8")
             .body(SimBody::full("ok"))
             .unwrap_or_else(|_| Response::new(SimBody::empty()))),
-        ["api", "v1", rest @ ..] => resource(shared, "", "v1", rest, query, req).await,
+        ["api", "v1", rest @ ..] => resource(shared, access, "", "v1", rest, query, req).await,
         ["apis", g, v, rest @ ..] => {
             let (g, v) = (g.to_string(), v.to_string());
-            resource(shared, &g, &v, rest, query, req).await
+            resource(shared, access, &g, &v, rest, query, req).await
         }
         _ => Err(ApiError::path_not_found()),
     }
@@ -309,6 +319,7 @@ async fn read_json(req: Request<Incoming>) -> Result<Option<Value>, ApiError> {
 
 async fn resource(
     shared: &Shared,
+    access: Access,
     group: &str,
     version: &str,
     rest: &[&str],
@@ -316,6 +327,23 @@ async fn resource(
     req: Request<Incoming>,
 ) -> Result<Response<SimBody>, ApiError> {
     let (t, legacy_watch) = resolve_target(shared, group, version, rest)?;
+    if access == Access::ReadOnly && req.method() != Method::GET {
+        let verb = match *req.method() {
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "access",
+        };
+        let api = &t.info.api;
+        return Err(ApiError::forbidden(
+            "reader",
+            verb,
+            &api.plural,
+            &api.group,
+            t.ns.as_deref(),
+        ));
+    }
     let faults = &shared.faults;
     let store = &shared.store;
     let ns = t.ns.as_deref();
