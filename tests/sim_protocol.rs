@@ -630,7 +630,7 @@ async fn discovery_documents() {
         assert_eq!(v["resources"][0]["kind"], "EndpointSlice");
         for p in [
             "/openapi/v2",
-            "/openapi/v3",
+            "/openapi/v3/apis/nope/v1",
             "/apis/nope/v1",
             "/api/v1/nopes",
             "/",
@@ -638,6 +638,17 @@ async fn discovery_documents() {
             let (s, st) = get_json(addr, p).await;
             assert_eq!((s, st["kind"].as_str()), (404, Some("Status")), "{p}");
         }
+        // OpenAPI v3 declares only that PATCH takes fieldValidation (what kubectl checks).
+        let (s, root) = get_json(addr, "/openapi/v3").await;
+        assert_eq!(s, 200);
+        assert_eq!(
+            root["paths"]["api/v1"]["serverRelativeURL"],
+            "/openapi/v3/api/v1?hash=0"
+        );
+        let (s, doc) = get_json(addr, "/openapi/v3/api/v1").await;
+        assert_eq!(s, 200);
+        let pods = &doc["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"];
+        assert_eq!(pods["x-kubernetes-group-version-kind"]["kind"], "Pod");
     })
     .await
     .unwrap();

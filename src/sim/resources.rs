@@ -219,6 +219,68 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// `/openapi/v3`: the index of per-group-version documents.
+    ///
+    /// The simulator publishes no schemas; the documents only declare that PATCH supports the
+    /// `fieldValidation` query parameter, which is what kubectl checks before it lets the server
+    /// validate (`kubectl create -f` works without `--validate=false`).
+    pub fn openapi_v3_root(&self) -> Value {
+        let mut paths = serde_json::Map::new();
+        for r in &self.list {
+            let gv = gv_path(&r.api.group, &r.api.version);
+            paths.insert(
+                gv.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{gv}?hash=0")}),
+            );
+        }
+        json!({"paths": paths})
+    }
+
+    /// `/openapi/v3/api/v1` or `/openapi/v3/apis/{group}/{version}`.
+    pub fn openapi_v3_gv(&self, group: &str, version: &str) -> Option<Value> {
+        let mut paths = serde_json::Map::new();
+        for r in self
+            .list
+            .iter()
+            .filter(|r| r.api.group == group && r.api.version == version)
+        {
+            let base = format!("/{}", gv_path(group, version));
+            let path = if r.api.namespaced {
+                format!("{base}/namespaces/{{namespace}}/{}/{{name}}", r.api.plural)
+            } else {
+                format!("{base}/{}/{{name}}", r.api.plural)
+            };
+            let gvk = json!({"group": group, "version": version, "kind": r.api.kind});
+            paths.insert(
+                path,
+                json!({"patch": {
+                    "x-kubernetes-group-version-kind": gvk,
+                    "parameters": [{"name": "fieldValidation", "in": "query", "schema": {"type": "string"}}],
+                    "responses": {"200": {"description": "OK"}}
+                }}),
+            );
+        }
+        if paths.is_empty() {
+            return None;
+        }
+        Some(json!({
+            "openapi": "3.0.0",
+            "info": {"title": "Kubernetes", "version": "v1.30.0-informer-sim"},
+            "paths": paths,
+            "components": {"schemas": {}}
+        }))
+    }
+}
+
+fn gv_path(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
+}
+
 /// `/version`.
 pub fn version_doc() -> Value {
     json!({

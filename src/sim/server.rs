@@ -225,6 +225,13 @@ async fn route(
             200,
             &store.with_registry(|r| r.api_group_list()),
         )),
+        ["openapi", "v3"] if get => Ok(value_response(
+            faults,
+            200,
+            &store.with_registry(|r| r.openapi_v3_root()),
+        )),
+        ["openapi", "v3", "api", v] if get => openapi(shared, "", v),
+        ["openapi", "v3", "apis", g, v] if get => openapi(shared, g, v),
         ["api", v] if get => discovery(shared, "", v),
         ["apis", g, v] if get => discovery(shared, g, v),
         ["healthz" | "readyz" | "livez"] => Ok(base_response(200)
@@ -244,6 +251,16 @@ fn discovery(shared: &Shared, group: &str, version: &str) -> Result<Response<Sim
     match shared
         .store
         .with_registry(|r| r.api_resource_list(group, version))
+    {
+        Some(doc) => Ok(value_response(&shared.faults, 200, &doc)),
+        None => Err(ApiError::path_not_found()),
+    }
+}
+
+fn openapi(shared: &Shared, group: &str, version: &str) -> Result<Response<SimBody>, ApiError> {
+    match shared
+        .store
+        .with_registry(|r| r.openapi_v3_gv(group, version))
     {
         Some(doc) => Ok(value_response(&shared.faults, 200, &doc)),
         None => Err(ApiError::path_not_found()),
