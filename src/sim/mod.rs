@@ -329,8 +329,11 @@ impl Simulator {
             .register(Info::new(api, short_names, false));
     }
 
-    fn idx(&self, resource: &str) -> Result<usize, ApiError> {
-        self.shared.store.resolve(resource)
+    /// A cloneable handle to the programmatic API (for tasks that outlive a borrow).
+    pub fn api(&self) -> Api {
+        Api {
+            store: self.shared.store.clone(),
+        }
     }
 
     /// Creates an object (POST). `namespace` `None` means the object's own or `default`.
@@ -340,12 +343,7 @@ impl Simulator {
         namespace: Option<&str>,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .shared
-            .store
-            .create(self.idx(resource)?, namespace, obj)?
-            .value
-            .clone())
+        self.api().create(resource, namespace, obj)
     }
 
     /// Reads an object (GET).
@@ -355,12 +353,7 @@ impl Simulator {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .shared
-            .store
-            .get(self.idx(resource)?, namespace, name)?
-            .value
-            .clone())
+        self.api().get(resource, namespace, name)
     }
 
     /// Replaces an object (PUT); a non-empty `metadata.resourceVersion` must be current (else 409).
@@ -371,12 +364,7 @@ impl Simulator {
         name: &str,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .shared
-            .store
-            .replace(self.idx(resource)?, namespace, name, obj)?
-            .value
-            .clone())
+        self.api().replace(resource, namespace, name, obj)
     }
 
     /// Applies a JSON merge patch (PATCH, `application/merge-patch+json`).
@@ -387,12 +375,7 @@ impl Simulator {
         name: &str,
         patch: &Value,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .shared
-            .store
-            .patch(self.idx(resource)?, namespace, name, patch)?
-            .value
-            .clone())
+        self.api().patch(resource, namespace, name, patch)
     }
 
     /// Deletes an object; returns its last state stamped with the deletion resourceVersion.
@@ -402,19 +385,123 @@ impl Simulator {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
+        self.api().delete(resource, namespace, name)
+    }
+
+    /// The current list document (`{"kind":"PodList",...}`) for one namespace or all (`None`).
+    pub fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Value, ApiError> {
+        self.api().list(resource, namespace)
+    }
+
+    /// Stops accepting connections, ends open watches cleanly and waits for the accept loop.
+    pub async fn shutdown(mut self) {
+        self.shared.faults.close_all_watches();
+        self.shutdown_tx.send_replace(true);
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+/// The programmatic API of a [`Simulator`], cheap to clone and `Send`: the same semantics and
+/// events as the HTTP API. Obtained from [`Simulator::api`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let sim = informer::sim::Simulator::start().await?;
+/// let api = sim.api();
+/// tokio::spawn(async move {
+///     api.create("configmaps", Some("default"), serde_json::json!({"metadata": {"name": "c"}})).unwrap();
+/// });
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Api {
+    store: Arc<Store>,
+}
+
+impl Api {
+    fn idx(&self, resource: &str) -> Result<usize, ApiError> {
+        self.store.resolve(resource)
+    }
+
+    /// See [`Simulator::create`].
+    pub fn create(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
         Ok(self
-            .shared
+            .store
+            .create(self.idx(resource)?, namespace, obj)?
+            .value
+            .clone())
+    }
+
+    /// See [`Simulator::get`].
+    pub fn get(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        Ok(self
+            .store
+            .get(self.idx(resource)?, namespace, name)?
+            .value
+            .clone())
+    }
+
+    /// See [`Simulator::replace`].
+    pub fn replace(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        obj: Value,
+    ) -> Result<Value, ApiError> {
+        Ok(self
+            .store
+            .replace(self.idx(resource)?, namespace, name, obj)?
+            .value
+            .clone())
+    }
+
+    /// See [`Simulator::patch`].
+    pub fn patch(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Value, ApiError> {
+        Ok(self
+            .store
+            .patch(self.idx(resource)?, namespace, name, patch)?
+            .value
+            .clone())
+    }
+
+    /// See [`Simulator::delete`].
+    pub fn delete(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Value, ApiError> {
+        Ok(self
             .store
             .delete(self.idx(resource)?, namespace, name, None)?
             .value
             .clone())
     }
 
-    /// The current list document (`{"kind":"PodList",...}`) for one namespace or all (`None`).
+    /// See [`Simulator::list`].
     pub fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Value, ApiError> {
         let idx = self.idx(resource)?;
-        let info = self.shared.store.info(idx);
-        let page = self.shared.store.list(
+        let info = self.store.info(idx);
+        let page = self.store.list(
             idx,
             namespace,
             &Default::default(),
@@ -431,13 +518,9 @@ impl Simulator {
         }))
     }
 
-    /// Stops accepting connections, ends open watches cleanly and waits for the accept loop.
-    pub async fn shutdown(mut self) {
-        self.shared.faults.close_all_watches();
-        self.shutdown_tx.send_replace(true);
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.store.current_rv()
     }
 }
 

@@ -594,13 +594,7 @@ impl Store {
             Some(ns) => m.insert("namespace".into(), json!(ns)),
             None => m.remove("namespace"),
         };
-        for f in [
-            "uid",
-            "creationTimestamp",
-            "generation",
-            "deletionTimestamp",
-            "resourceVersion",
-        ] {
+        for f in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
             match old_meta.get(f) {
                 Some(v) => m.insert(f.into(), v.clone()),
                 None => m.remove(f),
