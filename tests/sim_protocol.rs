@@ -728,6 +728,7 @@ async fn hostile_input_never_kills_the_server() {
             "/apis/a/b/c/d/e/f",
             "/api/v1/pods?labelSelector=%28%28%28",
             "/api/v1/pods?fieldSelector=%3D",
+            "/api/v1/pods?watch=1&timeoutSeconds=18446744073709551615&limit=-5&resourceVersion=18446744073709551615",
         ] {
             let c = Conn::open(addr, "GET", p, &[], None).await;
             assert!(c.status < 500, "{p}: {}", c.status);

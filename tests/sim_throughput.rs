@@ -54,7 +54,11 @@ fn fill(sim: &Simulator, n: usize) {
 }
 
 async fn replay(n: usize, print: bool) {
-    let sim = Simulator::start().await.unwrap();
+    let sim = Simulator::builder()
+        .history_max_events(n + 16)
+        .start()
+        .await
+        .unwrap();
     let t0 = Instant::now();
     fill(&sim, n);
     let write_s = t0.elapsed().as_secs_f64();

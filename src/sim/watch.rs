@@ -179,7 +179,8 @@ async fn run(
     mut stalled: watch::Receiver<bool>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Stopped> {
-    let deadline = Instant::now() + p.timeout;
+    // Hostile timeoutSeconds values cannot overflow the clock: cap at a year.
+    let deadline = Instant::now() + p.timeout.min(Duration::from_secs(365 * 86400));
     let mut start = match start {
         Ok(s) => s,
         Err(e) => return sink.send(error_frame(&e).to_vec(), 1).await,
