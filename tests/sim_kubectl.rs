@@ -329,3 +329,42 @@ async fn kubectl_over_tls_with_token() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn kubectl_with_generated_kubeconfig() {
+    timeout(T * 2, async {
+        let sim = Simulator::builder()
+            .tls(true)
+            .token("tok")
+            .start()
+            .await
+            .unwrap();
+        sim.create("pods", Some("default"), json!({"metadata": {"name": "a"}}))
+            .unwrap();
+        let dir = scratch();
+        let kc = dir.join("sim.kubeconfig");
+        std::fs::write(&kc, sim.kubeconfig()).unwrap();
+        let out = timeout(
+            T,
+            Command::new(kubectl_path())
+                .arg(format!("--kubeconfig={}", kc.display()))
+                .arg(format!("--cache-dir={}", dir.join("cache").display()))
+                .args(["get", "pods", "-o", "json"])
+                .env("HOME", &dir)
+                .stdin(Stdio::null())
+                .output(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["items"][0]["metadata"]["name"], "a");
+    })
+    .await
+    .unwrap();
+}

@@ -306,6 +306,35 @@ impl Simulator {
         self.tls.as_ref().and_then(|t| t.issue_client_cert(cn).ok())
     }
 
+    /// A kubeconfig (YAML) for this simulator: its URL, the CA (when TLS is on, as
+    /// `certificate-authority-data`) and the bearer token (when one is set), context `sim`,
+    /// namespace `default`. Write it to a file and point kubectl or a client at it.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> std::io::Result<()> {
+    /// let sim = informer::sim::Simulator::builder().tls(true).token("t").start().await?;
+    /// std::fs::write("/tmp/sim.kubeconfig", sim.kubeconfig())?;
+    /// // kubectl --kubeconfig /tmp/sim.kubeconfig get pods
+    /// # Ok(()) }
+    /// ```
+    pub fn kubeconfig(&self) -> String {
+        use base64::Engine;
+        let mut cluster = format!("    server: {}\n", self.url);
+        if let Some(ca) = self.ca_pem() {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(ca);
+            cluster.push_str(&format!("    certificate-authority-data: {b64}\n"));
+        }
+        let user = match &self.shared.cfg.token {
+            Some(t) => format!("    token: {}\n", serde_json::Value::String(t.clone())),
+            None => "    {}\n".to_string(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n{cluster}users:\n- name: sim\n  user:\n{user}\
+             contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\n\
+             current-context: sim\n"
+        )
+    }
+
     /// The fault-injection handle.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
