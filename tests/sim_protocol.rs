@@ -443,6 +443,28 @@ async fn periodic_bookmarks() {
 }
 
 #[tokio::test]
+async fn bookmark_two_seconds_before_the_deadline() {
+    timeout(T * 3, async {
+        let sim = Simulator::start().await.unwrap(); // periodic bookmarks every 60 s: not in play
+        sim.create("pods", Some("default"), pod("a", json!({}))).unwrap();
+        let rv = sim.resource_version();
+        let mut w = Conn::open(
+            sim.addr(),
+            "GET",
+            &format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3"),
+            &[],
+            None,
+        )
+        .await;
+        let bm = w.event().await.unwrap();
+        assert_eq!(ev(&bm), ("BOOKMARK".into(), "".into(), rv.to_string()));
+        assert!(w.event().await.is_none(), "then the clean end at the deadline");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
 async fn selector_transitions_in_watch() {
     timeout(T * 3, async {
         let sim = Simulator::start().await.unwrap();

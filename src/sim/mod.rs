@@ -562,3 +562,15 @@ impl Drop for Simulator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::Simulator>();
+        check::<super::Api>();
+        check::<super::Faults>();
+        check::<super::churn::Churn>();
+    }
+}

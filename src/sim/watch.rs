@@ -219,6 +219,10 @@ async fn run(
         .await?;
     let period = p.bookmark_interval.max(Duration::from_millis(10));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+    let pre_deadline = deadline
+        .checked_sub(Duration::from_secs(2))
+        .unwrap_or(deadline);
+    let mut pre_deadline_pending = p.bookmarks && p.timeout >= Duration::from_secs(3);
     loop {
         let is_stalled = *stalled.borrow();
         tokio::select! {
@@ -234,6 +238,15 @@ async fn run(
             _ = shutdown.changed() => return Ok(()),
             _ = tokio::time::sleep_until(deadline) => return Ok(()),
             _ = stalled.changed() => {}
+            // The watch cache also sends one bookmark ~2 s before the deadline (X12; seen in
+            // real-1.20-watch-endpoints-from-list-rv.http).
+            _ = tokio::time::sleep_until(pre_deadline), if pre_deadline_pending && !is_stalled => {
+                pre_deadline_pending = false;
+                if last_rv >= start.min_rv {
+                    bookmark(&info, last_rv, false, &mut buf);
+                    sink.send(std::mem::take(&mut buf), 1).await?;
+                }
+            }
             _ = ticker.tick(), if p.bookmarks && !is_stalled => {
                 if last_rv >= start.min_rv {
                     bookmark(&info, last_rv, false, &mut buf);
