@@ -21,13 +21,42 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Modules: [`server`](self) (HTTP, routing, handlers), `store` (objects, RVs, history), `watch`
-//! (streaming), `selector`, `faults`, `tls`, `resources` (registry + discovery), `errors`
-//! (Status bodies), [`churn`] (a workload generator).
+//! # HTTP surface
+//!
+//! | path | methods |
+//! |---|---|
+//! | `/version`, `/api`, `/apis`, `/api/v1`, `/apis/{g}/{v}` | GET: discovery (shortNames `po`, `svc`, `ep`, `cm`, `ns`, `no`, `ev`) |
+//! | `/openapi/v3`, `/openapi/v3/api/v1`, `/openapi/v3/apis/{g}/{v}` | GET: schema-less docs declaring `fieldValidation` (so `kubectl create -f` validates server-side); `/openapi/v2` is 404 |
+//! | `/healthz`, `/readyz`, `/livez` | GET: `ok` |
+//! | `…/{plural}`, `…/namespaces/{ns}/{plural}` | GET list or `?watch=1`; POST create (201) |
+//! | `…/{plural}/{name}`, `…/namespaces/{ns}/{plural}/{name}` | GET, PUT, PATCH (merge / strategic-merge treated as merge), DELETE; GET `?watch=1` watches one object |
+//!
+//! List/watch rules (spec §2): RV `""` latest; `"0"` any (limit ignored); `NotOlderThan` waits up
+//! to [`SimulatorBuilder::rv_wait`] then 504 `ResourceVersionTooLarge`; `Exact` and the legacy
+//! exact read (`limit` + RV ∉ {"", "0"}) rebuild the state at that RV from history or answer 410;
+//! continue tokens are the apiserver's base64 JSON (`{"v":"meta.k8s.io/v1","rv":N,"start":"key\u0000"}`)
+//! and a compacted one answers 410 with a fresh `"rv":-1` token. Watches: resume from an RV (410
+//! as an ERROR event in a 200 stream when too old), synthetic ADDED for RV `""`/`"0"`,
+//! `sendInitialEvents` with the `k8s.io/initial-events-end` bookmark, periodic bookmarks plus one
+//! ~2 s before `timeoutSeconds`, clean end at the deadline, selector exit as DELETED of the old
+//! object stamped with the new RV. A watcher more than [`SimulatorBuilder::watch_buffer`] events
+//! behind is closed cleanly, as the apiserver does with unresponsive watchers.
+//!
+//! DELETE answers the deleted object for pods, namespaces and custom resources (their registries
+//! set `ReturnDeletedObject`) and a `Success` Status (with `details.uid`) for the others, as in
+//! the 1.20 Endpoints capture.
+//!
+//! # Modules
+//!
+//! `server` (accept loop, auth, routing, handlers), `store` (objects, the global RV, history,
+//! list pages, watch starts), `watch` (streaming), `selector`, `faults`, `tls`, `resources`
+//! (registry + discovery), `errors` (Status bodies), `body` (response bodies), [`churn`] (a
+//! workload generator).
 //!
 //! Deliberate simplifications: no namespace existence checks, no admission/defaulting, no
-//! graceful deletion or finalizers (DELETE removes at once), no subresources, no Table output,
-//! no protobuf. `generation` is set only on objects that have a `spec`.
+//! graceful deletion or finalizers (DELETE removes at once; clients may set `deletionTimestamp`
+//! themselves), no subresources, no Table output, no protobuf, no DELETE of collections.
+//! `generation` is set only on objects that have a `spec` and bumped when `spec` changes.
 
 mod body;
 pub mod churn;
