@@ -347,3 +347,39 @@ async fn slow_watcher_is_closed_cleanly_when_it_falls_behind() {
     .await
     .unwrap();
 }
+
+async fn wait_for_watches(sim: &Simulator, n: u64) {
+    let t0 = Instant::now();
+    while sim.active_watches() != n {
+        assert!(
+            t0.elapsed() < T,
+            "active_watches stuck at {} (want {n})",
+            sim.active_watches()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn watch_tasks_end_when_clients_leave() {
+    timeout(T * 3, async {
+        let sim = sim_with_pods(1).await;
+        let w1 = Conn::open(sim.addr(), "GET", &format!("{PODS}?watch=1"), &[], None).await;
+        let w2 = Conn::open(
+            sim.addr(),
+            "GET",
+            &format!("{PODS}?watch=1&resourceVersion=2"),
+            &[],
+            None,
+        )
+        .await;
+        wait_for_watches(&sim, 2).await;
+        drop(w1);
+        wait_for_watches(&sim, 1).await; // no event needed to notice
+        sim.faults().close_all_watches();
+        wait_for_watches(&sim, 0).await;
+        drop(w2);
+    })
+    .await
+    .unwrap();
+}

@@ -86,6 +86,8 @@ pub(crate) struct FaultState {
     responses: AtomicU64,
     pub control: broadcast::Sender<Control>,
     pub stalled: watch::Sender<bool>,
+    /// Watch streams currently open (maintained by the watch tasks).
+    pub active_watches: AtomicU64,
     store: Arc<Store>,
 }
 
@@ -116,6 +118,7 @@ impl Faults {
                 responses: AtomicU64::new(0),
                 control,
                 stalled: watch::Sender::new(false),
+                active_watches: AtomicU64::new(0),
                 store,
             }),
         }

@@ -374,6 +374,16 @@ impl Simulator {
         self.shared.store.current_rv()
     }
 
+    /// Watch streams currently open. A stream counts until it ends: deadline, close, fault, or
+    /// the client going away (noticed at once, even without events).
+    pub fn active_watches(&self) -> u64 {
+        self.shared
+            .faults
+            .state
+            .active_watches
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Drops all history: every older resourceVersion now answers 410.
     pub fn compact(&self) {
         self.shared.store.compact();

@@ -12,6 +12,7 @@
 
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -125,7 +126,9 @@ impl Sink {
         self.bytes += b.len() as u64;
         self.events += events;
         for piece in self.plan.split(b) {
-            self.tx.send(Ok(piece)).await.map_err(|_| Stopped)?;
+            if !piece.is_empty() {
+                self.tx.send(Ok(piece)).await.map_err(|_| Stopped)?;
+            }
         }
         if abort {
             // Let hyper write what it has, then fail the body: the connection is cut.
@@ -162,8 +165,11 @@ pub(crate) fn spawn(
         bytes: 0,
         events: 0,
     };
+    let state = faults.state.clone();
+    state.active_watches.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(async move {
         let _ = run(store, info, start, p, sink, control, stalled, shutdown).await;
+        state.active_watches.fetch_sub(1, Ordering::SeqCst);
     });
     SimBody::Stream(rx)
 }
@@ -236,6 +242,8 @@ async fn run(
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
             _ = shutdown.changed() => return Ok(()),
+            // The client went away: stop now rather than at the next event or the deadline.
+            _ = sink.tx.closed() => return Ok(()),
             _ = tokio::time::sleep_until(deadline) => return Ok(()),
             _ = stalled.changed() => {}
             // The watch cache also sends one bookmark ~2 s before the deadline (X12; seen in
