@@ -383,3 +383,29 @@ async fn watch_tasks_end_when_clients_leave() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn watch_list_can_be_disabled() {
+    timeout(T * 3, async {
+        let sim = sim_with_pods(1).await;
+        sim.faults().disable_watch_list(true);
+        let q = format!("{PODS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
+        let mut w = Conn::open(sim.addr(), "GET", &q, &[], None).await;
+        assert_eq!(w.status, 200);
+        let e = w.event().await.unwrap();
+        assert_eq!(e["type"], "ERROR");
+        assert_eq!(e["object"]["code"], 500);
+        assert_eq!(e["object"]["reason"], "InternalError");
+        assert!(e["object"]["message"].as_str().unwrap().contains("RequestWatchProgress is disabled"));
+        assert!(w.event().await.is_none());
+        // Ordinary watches still work; re-enabling restores watch-list.
+        let mut w = Conn::open(sim.addr(), "GET", &format!("{PODS}?watch=1"), &[], None).await;
+        assert_eq!(ev(&w.event().await.unwrap()).0, "ADDED");
+        sim.faults().disable_watch_list(false);
+        let mut w = Conn::open(sim.addr(), "GET", &q, &[], None).await;
+        assert_eq!(ev(&w.event().await.unwrap()).0, "ADDED");
+        assert_eq!(ev(&w.event().await.unwrap()).0, "BOOKMARK");
+    })
+    .await
+    .unwrap();
+}

@@ -169,6 +169,17 @@ impl ApiError {
         e
     }
 
+    /// 500 for a watch-list request on a server without etcd RequestWatchProgress (X2).
+    pub fn watch_list_unsupported() -> Self {
+        let msg = "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled";
+        Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {msg}"),
+        )
+        .with_details(json!({"causes": [{"message": msg}]}))
+    }
+
     /// 401 Unauthorized, byte-identical to the apiserver's.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")

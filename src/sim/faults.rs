@@ -45,6 +45,7 @@ struct Config {
     chunking: Chunking,
     drop_after: Option<DropAfter>,
     event_delay: Option<Duration>,
+    watch_list_disabled: bool,
     seed: u64,
 }
 
@@ -168,6 +169,21 @@ impl Faults {
     /// Delays each watch event of watches started from now on by `d` (no batching while set).
     pub fn delay_events(&self, d: Duration) {
         self.edit(|c| c.event_delay = if d.is_zero() { None } else { Some(d) });
+    }
+
+    /// Makes `sendInitialEvents=true` watches fail like a server without etcd
+    /// RequestWatchProgress: 200, one ERROR 500 event, end (X2). Clients should fall back to
+    /// LIST + WATCH. `false` restores watch-list support.
+    pub fn disable_watch_list(&self, disabled: bool) {
+        self.edit(|c| c.watch_list_disabled = disabled);
+    }
+
+    pub(crate) fn watch_list_disabled(&self) -> bool {
+        self.state
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .watch_list_disabled
     }
 
     /// Answers the next `k` requests with `code` (429, 500, 503, 504, ...), a Status body and `Retry-After: 1`.

@@ -732,7 +732,11 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
         },
         (_, Some(x)) => WatchFrom::Rv(x),
     };
-    let start = store.start_watch(t.idx, t.ns.as_deref(), from);
+    let start = if o.send_initial == Some(true) && shared.faults.watch_list_disabled() {
+        Err(ApiError::watch_list_unsupported())
+    } else {
+        store.start_watch(t.idx, t.ns.as_deref(), from)
+    };
     let params = WatchParams {
         resource: t.idx,
         ns: t.ns.clone(),
