@@ -134,10 +134,40 @@ async fn fanout_delivers_every_event_to_every_watcher() {
     timeout(T, fanout(5_000, 4, false)).await.unwrap();
 }
 
+fn churn_rate() {
+    use informer::sim::churn::{Churn, ChurnConfig};
+    let rt = tokio::runtime::Handle::current();
+    let sim = rt.block_on(Simulator::start()).unwrap();
+    let t0 = Instant::now();
+    let mut churn = Churn::new(
+        sim.api(),
+        ChurnConfig {
+            services: 100,
+            pods_per_service: 20,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let setup = t0.elapsed().as_secs_f64();
+    let rv0 = sim.resource_version();
+    let t1 = Instant::now();
+    for _ in 0..5_000 {
+        churn.step().unwrap();
+    }
+    let s = t1.elapsed().as_secs_f64();
+    let writes = sim.resource_version() - rv0;
+    println!(
+        "churn: setup of 100 services x 20 pods in {setup:.3}s; 5000 steps in {s:.3}s = {:.0} steps/s, {writes} writes = {:.0} writes/s",
+        5000.0 / s,
+        writes as f64 / s
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement; run with --release --ignored --nocapture"]
 async fn measure_throughput() {
     timeout(T * 5, async {
+        tokio::task::spawn_blocking(churn_rate).await.unwrap();
         replay(200_000, true).await;
         fanout(200_000, 4, true).await;
     })

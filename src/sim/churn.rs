@@ -221,14 +221,15 @@ impl Churn {
                 }
                 self.reconcile(s)?;
                 // The new pods become ready.
-                for p in self.svcs[s]
-                    .pods
-                    .iter_mut()
-                    .filter(|p| !p.ready && !p.terminating)
-                {
-                    p.ready = true;
+                let pending: Vec<usize> = (0..self.svcs[s].pods.len())
+                    .filter(|i| {
+                        let p = &self.svcs[s].pods[*i];
+                        !p.ready && !p.terminating
+                    })
+                    .collect();
+                for i in pending {
+                    self.set_ready(s, i, true)?;
                 }
-                self.write_pods(s)?;
                 self.reconcile(s)?;
             }
             Action::ScaleDown => {
@@ -243,11 +244,10 @@ impl Churn {
                 }
                 self.add_pod(s, false)?;
                 self.reconcile(s)?;
-                let svc = &mut self.svcs[s];
-                if let Some(p) = svc.pods.iter_mut().find(|p| !p.ready && !p.terminating) {
-                    p.ready = true;
+                let svc = &self.svcs[s];
+                if let Some(i) = svc.pods.iter().position(|p| !p.ready && !p.terminating) {
+                    self.set_ready(s, i, true)?;
                 }
-                self.write_pods(s)?;
                 self.reconcile(s)?;
                 let svc = &self.svcs[s];
                 if let Some(old) = svc
@@ -264,9 +264,8 @@ impl Churn {
                     .collect();
                 if !live.is_empty() {
                     let i = live[self.rng.usize(..live.len())];
-                    let p = &mut self.svcs[s].pods[i];
-                    p.ready = !p.ready;
-                    self.write_pods(s)?;
+                    let ready = !self.svcs[s].pods[i].ready;
+                    self.set_ready(s, i, ready)?;
                     self.reconcile(s)?;
                 }
             }
@@ -376,14 +375,13 @@ impl Churn {
         Ok(())
     }
 
-    /// Writes every pod of service `s` (no-op writes produce no events).
-    fn write_pods(&mut self, s: usize) -> Result<(), ApiError> {
-        for i in 0..self.svcs[s].pods.len() {
-            let p = self.svcs[s].pods[i].clone();
-            let v = self.pod_json(s, &p);
-            self.api
-                .replace("pods", Some(&self.cfg.namespace), &p.name, v)?;
-        }
+    /// Sets pod `i` of service `s` ready or not and writes it (a status update).
+    fn set_ready(&mut self, s: usize, i: usize, ready: bool) -> Result<(), ApiError> {
+        self.svcs[s].pods[i].ready = ready;
+        let p = self.svcs[s].pods[i].clone();
+        let v = self.pod_json(s, &p);
+        self.api
+            .replace("pods", Some(&self.cfg.namespace), &p.name, v)?;
         Ok(())
     }
 
