@@ -120,6 +120,19 @@ async fn drop_after_events() {
         let text = String::from_utf8(bytes).unwrap();
         assert_eq!(text.lines().count(), 2, "{text}");
         assert!(text.ends_with('\n'));
+        // The cut comes right after the n-th event, not when an (n+1)-th is due.
+        sim.faults().drop_watches_after_events(5);
+        let mut w = Conn::open(
+            sim.addr(),
+            "GET",
+            &format!("{PODS}?watch=1&resourceVersion=1"),
+            &[],
+            None,
+        )
+        .await;
+        let (bytes, clean) = w.drain().await;
+        assert!(!clean);
+        assert_eq!(String::from_utf8(bytes).unwrap().lines().count(), 5);
     })
     .await
     .unwrap();

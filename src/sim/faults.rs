@@ -156,7 +156,7 @@ impl Faults {
         self.edit(|c| c.drop_after = Some(DropAfter::Bytes(n)));
     }
 
-    /// Aborts every watch started from now on after `n` events (counting bookmarks).
+    /// Aborts every watch started from now on right after its `n`-th event (bookmarks count).
     pub fn drop_watches_after_events(&self, n: u64) {
         self.edit(|c| c.drop_after = Some(DropAfter::Events(n)));
     }

@@ -116,7 +116,7 @@ impl Sink {
             abort = true;
         }
         if let Some(limit) = self.plan.drop_events
-            && self.events + events > limit
+            && self.events + events >= limit
         {
             abort = true;
             if self.events >= limit {
