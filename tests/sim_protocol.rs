@@ -353,6 +353,41 @@ async fn watch_frames_are_compact_json_lines() {
 }
 
 #[tokio::test]
+async fn watch_response_head_matches_the_apiserver() {
+    timeout(T * 3, async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let sim = Simulator::start().await.unwrap();
+        let mut s = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
+        s.write_all(b"GET /api/v1/pods?watch=1&timeoutSeconds=1 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !out.ends_with(b"0\r\n\r\n") {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            out.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8(out).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let mut lines: Vec<&str> = head.split("\r\n").collect();
+        lines.retain(|l| !l.starts_with("Date: "));
+        assert_eq!(
+            lines,
+            [
+                "HTTP/1.1 200 OK",
+                "Cache-Control: no-cache, private",
+                "Content-Type: application/json",
+                "Transfer-Encoding: chunked"
+            ]
+        );
+        assert_eq!(body, "0\r\n\r\n", "no events, then the terminating chunk");
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
 async fn watch_without_rv_sends_synthetic_added() {
     timeout(T * 3, async {
         let sim = Simulator::start().await.unwrap();

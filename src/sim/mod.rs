@@ -79,7 +79,6 @@ use tokio::task::JoinHandle;
 
 pub use errors::ApiError;
 pub use faults::Faults;
-pub use resources::ResourceInfo;
 pub use selector::{FieldSelector, LabelSelector};
 
 use crate::model::ApiResource;

@@ -102,7 +102,12 @@ where
         async move { Ok::<_, Infallible>(handle(shared, client_cert, req).await) }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new());
+    // Go's net/http writes canonical header names (`Content-Type`); so do we, for byte-level
+    // comparisons with the captures.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .title_case_headers(true);
     let conn = builder.serve_connection(io, svc);
     tokio::pin!(conn);
     tokio::select! {
