@@ -223,7 +223,9 @@ async fn run(
     }
     sink.send(std::mem::take(&mut buf), std::mem::take(&mut n))
         .await?;
-    let period = p.bookmark_interval.max(Duration::from_millis(10));
+    let period = p
+        .bookmark_interval
+        .clamp(Duration::from_millis(10), Duration::from_secs(365 * 86400));
     let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
     let pre_deadline = deadline
         .checked_sub(Duration::from_secs(2))
