@@ -34,6 +34,9 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use std::sync::Arc;
+
+use super::store::{Obj, Store};
 use super::{Api, ApiError};
 
 const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
@@ -116,9 +119,44 @@ pub enum Action {
     Repack,
 }
 
+/// Writes straight to the store (same semantics and events as [`Api`], without resolving names
+/// or cloning results on every call).
+struct Writer {
+    store: Arc<Store>,
+    ns: String,
+    pods: usize,
+    services: usize,
+    endpoints: usize,
+    slices: usize,
+}
+
+impl Writer {
+    fn create(&self, idx: usize, v: Value) -> Result<Arc<Obj>, ApiError> {
+        self.store.create(idx, Some(&self.ns), v)
+    }
+
+    fn replace(&self, idx: usize, name: &str, v: Value) -> Result<(), ApiError> {
+        self.store.replace(idx, Some(&self.ns), name, v).map(|_| ())
+    }
+
+    fn delete(&self, idx: usize, name: &str) -> Result<(), ApiError> {
+        self.store
+            .delete(idx, Some(&self.ns), name, None)
+            .map(|_| ())
+    }
+}
+
+fn uid_of(o: &Obj) -> String {
+    o.value["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// The generator. See the [module docs](self).
 pub struct Churn {
     api: Api,
+    w: Writer,
     cfg: ChurnConfig,
     rng: fastrand::Rng,
     svcs: Vec<SvcState>,
@@ -136,8 +174,18 @@ impl Churn {
     /// Creates the initial Services, Pods, Endpoints and EndpointSlices.
     pub fn new(api: Api, cfg: ChurnConfig) -> Result<Churn, ApiError> {
         let rng = fastrand::Rng::with_seed(cfg.seed);
+        let store = api.store.clone();
+        let w = Writer {
+            pods: store.resolve("pods")?,
+            services: store.resolve("services")?,
+            endpoints: store.resolve("endpoints")?,
+            slices: store.resolve("endpointslices.discovery.k8s.io")?,
+            store,
+            ns: cfg.namespace.clone(),
+        };
         let mut c = Churn {
             api,
+            w,
             cfg,
             rng,
             svcs: Vec::new(),
@@ -146,9 +194,8 @@ impl Churn {
         };
         for i in 0..c.cfg.services {
             let name = format!("svc-{i}");
-            let svc = c.api.create(
-                "services",
-                Some(&c.cfg.namespace),
+            let svc = c.w.create(
+                c.w.services,
                 json!({
                     "metadata": {"name": name, "labels": {"app": name}},
                     "spec": {
@@ -159,13 +206,9 @@ impl Churn {
                 }),
             )?;
             let hash = rand_suffix(&mut c.rng, 10);
-            let uid = svc["metadata"]["uid"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            c.api.create(
-                "endpoints",
-                Some(&c.cfg.namespace),
+            let uid = uid_of(&svc);
+            c.w.create(
+                c.w.endpoints,
                 json!({"metadata": {"name": name, "labels": {"app": name}}}),
             )?;
             c.svcs.push(SvcState {
@@ -364,13 +407,8 @@ impl Churn {
             terminating: false,
             deleted_at: None,
         };
-        let created = self
-            .api
-            .create("pods", Some(&self.cfg.namespace), self.pod_json(s, &p))?;
-        p.uid = created["metadata"]["uid"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let created = self.w.create(self.w.pods, self.pod_json(s, &p))?;
+        p.uid = uid_of(&created);
         self.svcs[s].pods.push(p);
         Ok(())
     }
@@ -380,9 +418,7 @@ impl Churn {
         self.svcs[s].pods[i].ready = ready;
         let p = self.svcs[s].pods[i].clone();
         let v = self.pod_json(s, &p);
-        self.api
-            .replace("pods", Some(&self.cfg.namespace), &p.name, v)?;
-        Ok(())
+        self.w.replace(self.w.pods, &p.name, v)
     }
 
     fn terminate_pods(&mut self, s: usize, k: usize) -> Result<(), ApiError> {
@@ -406,15 +442,9 @@ impl Churn {
         p.ready = false;
         p.deleted_at = Some(super::store::now_rfc3339());
         let p = p.clone();
-        self.api.replace(
-            "pods",
-            Some(&self.cfg.namespace),
-            &p.name,
-            self.pod_json(s, &p),
-        )?;
+        self.w.replace(self.w.pods, &p.name, self.pod_json(s, &p))?;
         self.reconcile(s)?;
-        self.api
-            .delete("pods", Some(&self.cfg.namespace), &p.name)?;
+        self.w.delete(self.w.pods, &p.name)?;
         self.svcs[s].pods.retain(|q| q.name != p.name);
         self.reconcile(s)
     }
@@ -499,7 +529,7 @@ impl Churn {
         };
         let ep = json!({"metadata": {"name": svc.name, "labels": {"app": svc.name}}, "subsets": subsets});
         let name = svc.name.clone();
-        self.api.replace("endpoints", Some(&ns), &name, ep)?;
+        self.w.replace(self.w.endpoints, &name, ep)?;
 
         // Slices: drop gone pods, place new ones where there is room, else in a new slice.
         let live: Vec<String> = self.svcs[s].pods.iter().map(|p| p.name.clone()).collect();
@@ -525,18 +555,17 @@ impl Churn {
 
     /// Writes slices: creates and updates of non-empty slices first, deletions of empty ones last.
     fn write_slices(&mut self, s: usize, slices: &[SliceState]) -> Result<(), ApiError> {
-        let ns = self.cfg.namespace.clone();
         let mut kept = Vec::new();
         for sl in slices.iter().filter(|sl| !sl.pods.is_empty()) {
             let v = self.slice_json(s, sl);
             let name = if sl.name.is_empty() {
-                let created = self.api.create("endpointslices", Some(&ns), v)?;
-                created["metadata"]["name"]
+                let created = self.w.create(self.w.slices, v)?;
+                created.value["metadata"]["name"]
                     .as_str()
                     .unwrap_or_default()
                     .to_string()
             } else {
-                self.api.replace("endpointslices", Some(&ns), &sl.name, v)?;
+                self.w.replace(self.w.slices, &sl.name, v)?;
                 sl.name.clone()
             };
             kept.push(SliceState {
@@ -548,7 +577,7 @@ impl Churn {
             .iter()
             .filter(|sl| sl.pods.is_empty() && !sl.name.is_empty())
         {
-            self.api.delete("endpointslices", Some(&ns), &sl.name)?;
+            self.w.delete(self.w.slices, &sl.name)?;
         }
         self.svcs[s].slices = kept;
         Ok(())
