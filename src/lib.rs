@@ -26,6 +26,8 @@ pub mod error;
 pub mod fifo;
 pub mod frame;
 pub mod model;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod store;
 pub mod watch;
 pub mod workqueue;
