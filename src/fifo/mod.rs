@@ -358,9 +358,16 @@ pub struct FifoConsumer<T> {
 pub struct Popped<'a, T: Object> {
     consumer: &'a mut FifoConsumer<T>,
     key: Arc<str>,
-    deltas: Vec<Delta<T>>,
+    deltas: PoppedDeltas<T>,
     initial: bool,
     caught_up: Option<String>,
+}
+
+/// The deltas of a pop, inline (a pop allocates nothing).
+enum PoppedDeltas<T> {
+    None,
+    One([Delta<T>; 1]),
+    Two([Delta<T>; 2]),
 }
 
 impl<T: Object> Popped<'_, T> {
@@ -386,7 +393,11 @@ impl<T: Object> Popped<'_, T> {
     /// assert_eq!(consumer.pop().unwrap().deltas().len(), 1);
     /// ```
     pub fn deltas(&self) -> &[Delta<T>] {
-        &self.deltas
+        match &self.deltas {
+            PoppedDeltas::None => &[],
+            PoppedDeltas::One(d) => d,
+            PoppedDeltas::Two(d) => d,
+        }
     }
 
     /// Whether this key is part of the first complete list (handlers' `on_add(obj, true)`).
@@ -507,12 +518,13 @@ impl<T: Object> FifoConsumer<T> {
     fn take(&mut self) -> Option<Popped<'_, T>> {
         let (key, deltas, initial) = match self.pending.pop_front() {
             Some((key, entry)) => {
-                let mut deltas = Vec::with_capacity(1 + usize::from(entry.second.is_some()));
-                deltas.push(entry.first);
-                deltas.extend(entry.second);
+                let deltas = match entry.second {
+                    None => PoppedDeltas::One([entry.first]),
+                    Some(second) => PoppedDeltas::Two([entry.first, second]),
+                };
                 (key, deltas, entry.initial)
             }
-            None if self.ready() => (Arc::from(""), Vec::new(), false),
+            None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
             None => return None,
         };
         let caught_up =
