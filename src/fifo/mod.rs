@@ -29,11 +29,12 @@
 //!
 //! # Concurrency
 //! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and never
-//! wait for the consumer (see `inbox.rs` for the wake-up protocol and its orderings). The single
-//! [`FifoConsumer`] (not `Clone`) owns the coalescing state outright, so coalescing takes no lock at
-//! all. Before handing out a key it drains the inbox (up to [`DRAIN_BATCH`] inputs per pop), so the
-//! store it compares against always reflects every delta it handed out before (the previous
-//! [`Popped`] must be dropped before the next pop; the borrow checker enforces it).
+//! wait for the consumer (see `inbox.rs` for the wake-up protocol and its orderings; `relist_page`
+//! also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
+//! state outright, so coalescing takes no lock at all. Before handing out a key it drains the inbox
+//! (up to [`DRAIN_BATCH`] inputs per pop), so the store it compares against always reflects every
+//! delta it handed out before (the previous [`Popped`] must be dropped before the next pop; the
+//! borrow checker enforces it).
 //!
 //! Memory: the coalesced state is O(distinct keys). Raw inputs not yet drained are bounded by what
 //! producers push between two pops (while one popped item is processed); a consumer stalled for long
@@ -201,7 +202,9 @@ impl<T: Object> DeltaFifo<T> {
     }
 
     /// One page of the running relist. Objects whose key and resourceVersion equal the stored ones
-    /// are replaced by the store's `Arc` here, so the page's copies are freed at once.
+    /// are replaced by the store's `Arc` here, so the page's copies are freed at once. (This is the
+    /// one producer path that reads the store: a shard read lock per object, which a consumer's store
+    /// write holds for one map operation. Watch events never touch it.)
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
