@@ -113,38 +113,45 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-/// Per-lookup latency percentiles: time `BATCH` lookups, divide, over many batches.
-fn percentiles(label: &str, mut lookup: impl FnMut(&(String, usize)) -> Option<Arc<Pod>>) {
-    let keys = keys();
-    let mut samples = Vec::with_capacity(20_000);
-    for b in 0..20_000 {
-        let start = Instant::now();
-        for k in 0..BATCH {
-            black_box(lookup(&keys[(b * BATCH + k) % keys.len()]));
-        }
-        samples.push(start.elapsed().as_nanos() as f64 / BATCH as f64);
-    }
+/// p50 and p99 of per-lookup latencies.
+fn p50_p99(mut samples: Vec<f64>) -> (f64, f64) {
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q) as usize];
-    println!(
-        "{label:<48} p50 {:>6.1} ns   p99 {:>6.1} ns",
-        at(0.50),
-        at(0.99)
-    );
+    (at(0.50), at(0.99))
 }
 
+/// Per-lookup latency: time `BATCH` lookups and divide, alternating batch by batch between the store
+/// and the baseline so both see the same machine conditions; lookups cycle over the first `working`
+/// keys.
 fn latency_report() {
     let (store, base) = fill();
-    println!("\nper-lookup latency (batches of {BATCH}):");
+    let keys = keys();
+    println!("\nper-lookup latency (batches of {BATCH}, store and baseline interleaved):");
     for contended in [false, true] {
         let stop = Arc::new(AtomicBool::new(false));
         let w = contended.then(|| writer(store.clone(), base.clone(), stop.clone()));
-        let suffix = if contended { "with writer" } else { "idle" };
-        percentiles(&format!("store.get ({suffix})"), |k| get(&store, k));
-        percentiles(
-            &format!("RwLock<HashMap> baseline ({suffix})"),
-            |(full, _)| base.read().unwrap().get(full.as_str()).cloned(),
-        );
+        for working in [keys.len(), 512] {
+            let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+            for b in 0..20_000 {
+                let batch = |k: usize| &keys[(b * BATCH + k) % working];
+                let start = Instant::now();
+                for k in 0..BATCH {
+                    black_box(get(&store, batch(k)));
+                }
+                ours.push(start.elapsed().as_nanos() as f64 / BATCH as f64);
+                let start = Instant::now();
+                for k in 0..BATCH {
+                    black_box(base.read().unwrap().get(batch(k).0.as_str()).cloned());
+                }
+                theirs.push(start.elapsed().as_nanos() as f64 / BATCH as f64);
+            }
+            let ((o50, o99), (t50, t99)) = (p50_p99(ours), p50_p99(theirs));
+            let writer = if contended { "writer running" } else { "idle" };
+            println!(
+                "{working:>6} keys, {writer:<14}  store p50 {o50:>6.1} ns p99 {o99:>6.1} ns   \
+                 RwLock<HashMap> p50 {t50:>6.1} ns p99 {t99:>6.1} ns"
+            );
+        }
         stop.store(true, Ordering::Relaxed);
         if let Some(w) = w {
             w.join().unwrap();

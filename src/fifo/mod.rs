@@ -29,16 +29,18 @@
 //!
 //! # Concurrency
 //! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and never
-//! wait for the consumer (see `inbox.rs` for the wake-up protocol and its orderings). The single
-//! [`FifoConsumer`] (not `Clone`) owns the coalescing state outright, so coalescing takes no lock at
-//! all. Before handing out a key it drains the inbox (up to [`DRAIN_BATCH`] inputs per pop), so the
-//! store it compares against always reflects every delta it handed out before (the previous
-//! [`Popped`] must be dropped before the next pop; the borrow checker enforces it).
+//! wait for the consumer (see `inbox.rs` for the wake-up protocol and its orderings; `relist_page`
+//! also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
+//! state outright, so coalescing takes no lock at all. Before handing out a key it drains the inbox
+//! (up to [`DRAIN_BATCH`] inputs per pop), so the store it compares against always reflects every
+//! delta it handed out before (the previous [`Popped`] must be dropped before the next pop; the
+//! borrow checker enforces it).
 //!
 //! Memory: the coalesced state is O(distinct keys). Raw inputs not yet drained are bounded by what
 //! producers push between two pops (while one popped item is processed); a consumer stalled for long
 //! lets that backlog grow, which [`FifoMetrics::backlog`] exposes.
 
+mod delta;
 mod inbox;
 mod pending;
 
@@ -50,170 +52,13 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::model::Object;
+pub use delta::{DeletedObject, Delta, KnownObjects};
 use inbox::Inbox;
 use pending::Pending;
 
 /// Most raw inputs the consumer drains before handing out a key, so a fast producer cannot keep the
 /// consumer draining forever.
 pub const DRAIN_BATCH: usize = 4096;
-
-/// What happened to a key.
-///
-/// ```
-/// # use std::sync::Arc; use informer::{Pod, fifo::Delta};
-/// let d = Delta::Added(Arc::new(Pod::default()));
-/// assert_eq!(d.object().metadata.name, "");
-/// ```
-#[derive(Debug)]
-pub enum Delta<T> {
-    /// The object was created (or first seen).
-    Added(Arc<T>),
-    /// The object changed; the store holds the previous state.
-    Modified(Arc<T>),
-    /// The object is gone.
-    Deleted(DeletedObject<T>),
-}
-
-impl<T> Clone for Delta<T> {
-    fn clone(&self) -> Self {
-        match self {
-            Delta::Added(o) => Delta::Added(o.clone()),
-            Delta::Modified(o) => Delta::Modified(o.clone()),
-            Delta::Deleted(d) => Delta::Deleted(d.clone()),
-        }
-    }
-}
-
-/// The object of a `Deleted` delta.
-///
-/// ```
-/// # use std::sync::Arc; use informer::{Pod, fifo::DeletedObject};
-/// let t = DeletedObject::Tombstone { key: "ns/a".into(), last_known: Arc::new(Pod::default()) };
-/// assert_eq!(t.key(), "ns/a");
-/// ```
-#[derive(Debug)]
-pub enum DeletedObject<T> {
-    /// The final state, from a watch `DELETED` event.
-    Final(Arc<T>),
-    /// The deletion was inferred by a relist; `last_known` is the newest state seen before
-    /// (client-go's `DeletedFinalStateUnknown`).
-    Tombstone {
-        /// The cache key of the deleted object.
-        key: String,
-        /// The newest state the informer had.
-        last_known: Arc<T>,
-    },
-}
-
-impl<T> Clone for DeletedObject<T> {
-    fn clone(&self) -> Self {
-        match self {
-            DeletedObject::Final(o) => DeletedObject::Final(o.clone()),
-            DeletedObject::Tombstone { key, last_known } => DeletedObject::Tombstone {
-                key: key.clone(),
-                last_known: last_known.clone(),
-            },
-        }
-    }
-}
-
-impl<T: Object> DeletedObject<T> {
-    /// The cache key of the deleted object.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::DeletedObject};
-    /// let mut p = Pod::default();
-    /// (p.metadata.namespace, p.metadata.name) = ("ns".into(), "a".into());
-    /// assert_eq!(DeletedObject::Final(Arc::new(p)).key(), "ns/a");
-    /// ```
-    pub fn key(&self) -> String {
-        match self {
-            DeletedObject::Final(o) => o.meta().key(),
-            DeletedObject::Tombstone { key, .. } => key.clone(),
-        }
-    }
-}
-
-impl<T> DeletedObject<T> {
-    /// The final or last known object.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::DeletedObject};
-    /// let p = Arc::new(Pod::default());
-    /// assert!(Arc::ptr_eq(DeletedObject::Final(p.clone()).object(), &p));
-    /// ```
-    pub fn object(&self) -> &Arc<T> {
-        match self {
-            DeletedObject::Final(o) => o,
-            DeletedObject::Tombstone { last_known, .. } => last_known,
-        }
-    }
-}
-
-impl<T> Delta<T> {
-    /// The object the delta carries (for `Deleted`, the final or last known state).
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::Delta};
-    /// let p = Arc::new(Pod::default());
-    /// assert!(Arc::ptr_eq(Delta::Modified(p.clone()).object(), &p));
-    /// ```
-    pub fn object(&self) -> &Arc<T> {
-        match self {
-            Delta::Added(o) | Delta::Modified(o) => o,
-            Delta::Deleted(d) => d.object(),
-        }
-    }
-}
-
-impl<T: Object> Delta<T> {
-    /// The cache key of the delta's object.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::Delta};
-    /// let mut p = Pod::default();
-    /// p.metadata.name = "a".into();
-    /// assert_eq!(Delta::Added(Arc::new(p)).key(), "a");
-    /// ```
-    pub fn key(&self) -> String {
-        match self {
-            Delta::Deleted(d) => d.key(),
-            other => other.object().meta().key(),
-        }
-    }
-
-    /// The resourceVersion of the delta's object.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::Delta};
-    /// let mut p = Pod::default();
-    /// p.metadata.resource_version = "9".into();
-    /// assert_eq!(Delta::Added(Arc::new(p)).resource_version(), "9");
-    /// ```
-    pub fn resource_version(&self) -> &str {
-        &self.object().meta().resource_version
-    }
-}
-
-/// What the fifo needs to know about the store: the consumer compares against it and lists its keys
-/// at the end of a relist. Implemented by [`Store`](crate::store::Store).
-///
-/// ```
-/// use std::sync::Arc;
-/// use informer::{Pod, fifo::KnownObjects};
-/// struct Nothing;
-/// impl KnownObjects<Pod> for Nothing {
-///     fn get_by_key(&self, _: &str) -> Option<Arc<Pod>> { None }
-///     fn for_each_key(&self, _: &mut dyn FnMut(&str)) {}
-/// }
-/// assert!(Nothing.get_by_key("a").is_none());
-/// ```
-pub trait KnownObjects<T>: Send + Sync {
-    /// The stored object with cache key `key`.
-    fn get_by_key(&self, key: &str) -> Option<Arc<T>>;
-    /// Calls `f` with every stored key.
-    fn for_each_key(&self, f: &mut dyn FnMut(&str));
-}
 
 /// Raw producer input, in push order.
 enum Input<T> {
@@ -357,7 +202,9 @@ impl<T: Object> DeltaFifo<T> {
     }
 
     /// One page of the running relist. Objects whose key and resourceVersion equal the stored ones
-    /// are replaced by the store's `Arc` here, so the page's copies are freed at once.
+    /// are replaced by the store's `Arc` here, so the page's copies are freed at once. (This is the
+    /// one producer path that reads the store: a shard read lock per object, which a consumer's store
+    /// write holds for one map operation. Watch events never touch it.)
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
@@ -514,9 +361,16 @@ pub struct FifoConsumer<T> {
 pub struct Popped<'a, T: Object> {
     consumer: &'a mut FifoConsumer<T>,
     key: Arc<str>,
-    deltas: Vec<Delta<T>>,
+    deltas: PoppedDeltas<T>,
     initial: bool,
     caught_up: Option<String>,
+}
+
+/// The deltas of a pop, inline (a pop allocates nothing).
+enum PoppedDeltas<T> {
+    None,
+    One([Delta<T>; 1]),
+    Two([Delta<T>; 2]),
 }
 
 impl<T: Object> Popped<'_, T> {
@@ -542,7 +396,11 @@ impl<T: Object> Popped<'_, T> {
     /// assert_eq!(consumer.pop().unwrap().deltas().len(), 1);
     /// ```
     pub fn deltas(&self) -> &[Delta<T>] {
-        &self.deltas
+        match &self.deltas {
+            PoppedDeltas::None => &[],
+            PoppedDeltas::One(d) => d,
+            PoppedDeltas::Two(d) => d,
+        }
     }
 
     /// Whether this key is part of the first complete list (handlers' `on_add(obj, true)`).
@@ -663,12 +521,13 @@ impl<T: Object> FifoConsumer<T> {
     fn take(&mut self) -> Option<Popped<'_, T>> {
         let (key, deltas, initial) = match self.pending.pop_front() {
             Some((key, entry)) => {
-                let mut deltas = Vec::with_capacity(1 + usize::from(entry.second.is_some()));
-                deltas.push(entry.first);
-                deltas.extend(entry.second);
+                let deltas = match entry.second {
+                    None => PoppedDeltas::One([entry.first]),
+                    Some(second) => PoppedDeltas::Two([entry.first, second]),
+                };
                 (key, deltas, entry.initial)
             }
-            None if self.ready() => (Arc::from(""), Vec::new(), false),
+            None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
             None => return None,
         };
         let caught_up =

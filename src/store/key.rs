@@ -31,23 +31,37 @@ impl KeyHasher {
         }
     }
 
+    #[inline]
     fn bytes(&self, mut h: u64, bytes: &[u8]) -> u64 {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let v = u64::from_le_bytes(c.try_into().expect("8-byte chunk"));
-            h = folded_mul(h ^ v, self.mul);
-        }
-        let rest = chunks.remainder();
-        let mut tail = [0u8; 8];
-        tail[..rest.len()].copy_from_slice(rest);
-        // The length goes in with the tail, so "a" and "a\0" differ.
-        folded_mul(
-            h ^ u64::from_le_bytes(tail),
-            self.mul ^ (bytes.len() as u64).rotate_left(32),
-        )
+        let len = bytes.len();
+        let le64 = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let le32 = |i: usize| {
+            u64::from(u32::from_le_bytes(
+                bytes[i..i + 4].try_into().expect("4 bytes"),
+            ))
+        };
+        // Whole words, then the tail read as one overlapping word (no variable-length copy): the
+        // last 8 bytes, or for short inputs the first and last 4, or the first, middle and last byte.
+        let tail = if len >= 8 {
+            let mut i = 0;
+            while i + 8 < len {
+                h = folded_mul(h ^ le64(i), self.mul);
+                i += 8;
+            }
+            le64(len - 8)
+        } else if len >= 4 {
+            le32(0) | (le32(len - 4) << 32)
+        } else if len > 0 {
+            u64::from(bytes[0]) | u64::from(bytes[len / 2]) << 8 | u64::from(bytes[len - 1]) << 16
+        } else {
+            0
+        };
+        // The length goes in with the tail, so inputs whose reads overlap differently still differ.
+        folded_mul(h ^ tail, self.mul ^ (len as u64).rotate_left(32))
     }
 }
 
+#[inline]
 fn folded_mul(a: u64, b: u64) -> u64 {
     let p = u128::from(a) * u128::from(b);
     (p as u64) ^ ((p >> 64) as u64)
@@ -55,6 +69,7 @@ fn folded_mul(a: u64, b: u64) -> u64 {
 
 /// Hashes `namespace` and `name`; the namespace's length is mixed in, so `("a", "bc")` and
 /// `("ab", "c")` hash differently.
+#[inline]
 pub(crate) fn hash_parts(state: &KeyHasher, namespace: &str, name: &str) -> u64 {
     let h = state.bytes(state.seed, namespace.as_bytes());
     folded_mul(state.bytes(h, name.as_bytes()), 0x2d35_8dcc_aa6c_78a5)
@@ -101,21 +116,25 @@ impl StoreKey {
 
 impl StoreKey {
     /// The namespace part (empty for cluster-scoped objects).
+    #[inline]
     pub(crate) fn namespace(&self) -> &str {
         &self.full[..self.name_start.saturating_sub(1)]
     }
 
     /// The name part.
+    #[inline]
     pub(crate) fn name(&self) -> &str {
         &self.full[self.name_start..]
     }
 
     /// The precomputed hash.
+    #[inline]
     pub(crate) fn hash(&self) -> u64 {
         self.hash
     }
 
     /// Whether this is the key `(namespace, name)` whose hash is `hash`.
+    #[inline]
     pub(crate) fn is(&self, hash: u64, namespace: &str, name: &str) -> bool {
         self.hash == hash && self.name() == name && self.namespace() == namespace
     }
@@ -144,6 +163,16 @@ mod tests {
         let s = KeyHasher::new();
         assert_ne!(hash_parts(&s, "a", "bc"), hash_parts(&s, "ab", "c"));
         assert_ne!(hash_parts(&s, "", "a"), hash_parts(&s, "", "a\0"));
+        // Every length takes a different tail path; all prefixes of a string hash apart.
+        let text = "abcdefghijklmnopqrstuvwxyz0123456789";
+        let prefixes: std::collections::HashSet<u64> = (0..=text.len())
+            .map(|n| hash_parts(&s, "ns", &text[..n]))
+            .collect();
+        assert_eq!(prefixes.len(), text.len() + 1);
+        assert_ne!(
+            hash_parts(&s, "ns", "pod-abcdefgh1"),
+            hash_parts(&s, "ns", "pod-abcdefgh2")
+        );
         assert_ne!(
             hash_parts(&s, "ns", "a"),
             hash_parts(&KeyHasher::new(), "ns", "a")
