@@ -19,13 +19,16 @@
 //! * [`informer`]: shared informers: one reflector, one store, many handlers.
 //! * [`workqueue`]: the rate-limited work queue and worker loop of a controller.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
+//! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
 
 pub mod client;
 pub mod config;
 pub mod error;
 pub mod fifo;
 pub mod frame;
+pub mod informer;
 pub mod model;
+pub mod reflector;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;
@@ -36,6 +39,7 @@ pub use client::{Api, Client, ListParams, ObjectList, Pager, VersionMatch, Watch
 pub use config::{Auth, Config, Identity, Secret, TlsConfig};
 pub use error::{Error, Result};
 pub use fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
+pub use informer::{EventHandler, HandlerFns, Informer, InformerFactory};
 pub use model::*;
 pub use store::Store;
 pub use workqueue::WorkQueue;
