@@ -56,7 +56,8 @@
 //! Deliberate simplifications: no namespace existence checks, no admission/defaulting, no
 //! graceful deletion or finalizers (DELETE removes at once; clients may set `deletionTimestamp`
 //! themselves), no subresources, no Table output, no protobuf, no DELETE of collections,
-//! no JSON patch or server-side apply (415), no gzip.
+//! no JSON patch or server-side apply (415), no gzip. Strategic-merge patches are applied as JSON
+//! merge patches (lists are replaced, not merged by key); `kubectl apply`/`label`/`annotate` work.
 //! `generation` is set only on objects that have a `spec` and bumped when `spec` changes.
 
 mod body;
