@@ -185,12 +185,17 @@ pub(crate) struct Event {
 /// Builds a watch frame for `obj`.
 pub(crate) fn frame(ty: &str, info: &ResourceInfo, obj: &Obj) -> Bytes {
     let mut out = Vec::with_capacity(obj.rest.len() + 64);
+    write_frame(ty, info, obj, &mut out);
+    Bytes::from(out)
+}
+
+/// Appends a watch frame for `obj` to `out`.
+pub(crate) fn write_frame(ty: &str, info: &ResourceInfo, obj: &Obj, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(ty.as_bytes());
     out.extend_from_slice(b"\",\"object\":");
-    obj.write_full(info, &mut out);
+    obj.write_full(info, out);
     out.extend_from_slice(b"}\n");
-    Bytes::from(out)
 }
 
 /// History bounds.

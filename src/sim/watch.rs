@@ -24,7 +24,7 @@ use super::errors::ApiError;
 use super::faults::{Control, Faults, Plan};
 use super::resources::ResourceInfo;
 use super::selector::Selectors;
-use super::store::{Event, EventType, Obj, Store, WatchStart, frame};
+use super::store::{Event, EventType, Obj, Store, WatchStart, frame, write_frame};
 
 const BATCH: usize = 64 * 1024;
 
@@ -195,7 +195,7 @@ async fn run(
     let mut n = 0u64;
     for o in &start.initial {
         if p.sel.matches_obj(o) {
-            buf.extend_from_slice(&frame("ADDED", &info, o));
+            write_frame("ADDED", &info, o, &mut buf);
             n += 1;
             if buf.len() >= BATCH || one_by_one {
                 delay(&sink).await;
