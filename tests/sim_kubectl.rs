@@ -368,3 +368,48 @@ async fn kubectl_with_generated_kubeconfig() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn kubectl_apply_label_and_api_resources() {
+    let sim = Simulator::start().await.unwrap();
+    let dir = scratch();
+    let manifest = dir.join("cm.yaml");
+    let write = |v: &str| {
+        std::fs::write(
+            &manifest,
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  namespace: default\ndata:\n  a: \"{v}\"\n"
+            ),
+        )
+        .unwrap()
+    };
+    let m = manifest.to_str().unwrap();
+    write("1");
+    let (ok, out, err) = kubectl(&sim, &dir, &["apply", "-f", m]).await;
+    assert!(
+        ok && out.contains("configmap/applied created"),
+        "{out}{err}"
+    );
+    write("2");
+    let (ok, out, err) = kubectl(&sim, &dir, &["apply", "-f", m]).await;
+    assert!(
+        ok && out.contains("configmap/applied configured"),
+        "{out}{err}"
+    );
+    let (ok, _, err) = kubectl(&sim, &dir, &["label", "cm", "applied", "x=y"]).await;
+    assert!(ok, "{err}");
+    let cm = sim.get("configmaps", Some("default"), "applied").unwrap();
+    assert_eq!(cm["data"]["a"], "2");
+    assert_eq!(cm["metadata"]["labels"]["x"], "y");
+    let (ok, out, err) = kubectl(&sim, &dir, &["api-resources"]).await;
+    assert!(ok, "{err}");
+    assert!(
+        out.lines().any(|l| l.starts_with("endpointslices")),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("pods") && l.contains(" po ")),
+        "{out}"
+    );
+}

@@ -71,7 +71,27 @@ async fn replay(n: usize, print: bool) {
     .await;
     let s = t1.elapsed().as_secs_f64();
     assert_eq!(frames, n as u64);
+    let t2 = Instant::now();
+    let (initial, _) = count_frames(sim.addr(), "/api/v1/pods?watch=1".into(), n as u64).await;
+    let initial_s = t2.elapsed().as_secs_f64();
+    assert_eq!(initial, n as u64);
+    let t3 = Instant::now();
+    let list_bytes = {
+        let mut st = TcpStream::connect(sim.addr()).await.unwrap();
+        st.write_all(b"GET /api/v1/pods HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        st.read_to_end(&mut out).await.unwrap();
+        out.len()
+    };
+    let list_s = t3.elapsed().as_secs_f64();
     if print {
+        println!(
+            "synthetic ADDED (watch without RV) for {n} objects: {initial_s:.3}s = {:.0} events/s; LIST of {n} objects ({:.1} MB): {list_s:.3}s",
+            n as f64 / initial_s,
+            list_bytes as f64 / 1e6
+        );
         println!(
             "writes: {n} creates in {write_s:.3}s = {:.0}/s; replay to 1 raw client: {frames} events, {:.1} MB in {s:.3}s = {:.0} events/s, {:.0} MB/s",
             n as f64 / write_s,

@@ -147,10 +147,7 @@ impl Writer {
 }
 
 fn uid_of(o: &Obj) -> String {
-    o.value["metadata"]["uid"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
+    o.uid.clone()
 }
 
 /// The generator. See the [module docs](self).
@@ -560,10 +557,7 @@ impl Churn {
             let v = self.slice_json(s, sl);
             let name = if sl.name.is_empty() {
                 let created = self.w.create(self.w.slices, v)?;
-                created.value["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string()
+                created.name.clone()
             } else {
                 self.w.replace(self.w.slices, &sl.name, v)?;
                 sl.name.clone()

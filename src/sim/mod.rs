@@ -56,7 +56,8 @@
 //! Deliberate simplifications: no namespace existence checks, no admission/defaulting, no
 //! graceful deletion or finalizers (DELETE removes at once; clients may set `deletionTimestamp`
 //! themselves), no subresources, no Table output, no protobuf, no DELETE of collections,
-//! no JSON patch or server-side apply (415), no gzip.
+//! no JSON patch or server-side apply (415), no gzip. Strategic-merge patches are applied as JSON
+//! merge patches (lists are replaced, not merged by key); `kubectl apply`/`label`/`annotate` work.
 //! `generation` is set only on objects that have a `spec` and bumped when `spec` changes.
 
 mod body;
@@ -85,7 +86,7 @@ pub use selector::{FieldSelector, LabelSelector};
 use crate::model::ApiResource;
 use resources::ResourceInfo as Info;
 use server::{ServerConfig, Shared};
-use store::{HistoryLimits, ListAt, Store};
+use store::{HistoryLimits, Store};
 use tls::TlsMaterial;
 
 /// Configures and starts a [`Simulator`].
@@ -500,11 +501,9 @@ impl Api {
         namespace: Option<&str>,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .store
-            .create(self.idx(resource)?, namespace, obj)?
-            .value
-            .clone())
+        let idx = self.idx(resource)?;
+        let o = self.store.create(idx, namespace, obj)?;
+        Ok(o.to_value(&self.store.info(idx)))
     }
 
     /// See [`Simulator::get`].
@@ -514,11 +513,7 @@ impl Api {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .store
-            .get(self.idx(resource)?, namespace, name)?
-            .value
-            .clone())
+        self.store.get_value(self.idx(resource)?, namespace, name)
     }
 
     /// See [`Simulator::replace`].
@@ -529,11 +524,9 @@ impl Api {
         name: &str,
         obj: Value,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .store
-            .replace(self.idx(resource)?, namespace, name, obj)?
-            .value
-            .clone())
+        let idx = self.idx(resource)?;
+        let o = self.store.replace(idx, namespace, name, obj)?;
+        Ok(o.to_value(&self.store.info(idx)))
     }
 
     /// See [`Simulator::patch`].
@@ -544,11 +537,9 @@ impl Api {
         name: &str,
         patch: &Value,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .store
-            .patch(self.idx(resource)?, namespace, name, patch)?
-            .value
-            .clone())
+        let idx = self.idx(resource)?;
+        let o = self.store.patch(idx, namespace, name, patch)?;
+        Ok(o.to_value(&self.store.info(idx)))
     }
 
     /// See [`Simulator::delete`].
@@ -558,30 +549,20 @@ impl Api {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Value, ApiError> {
-        Ok(self
-            .store
-            .delete(self.idx(resource)?, namespace, name, None)?
-            .value
-            .clone())
+        let idx = self.idx(resource)?;
+        let o = self.store.delete(idx, namespace, name, None)?;
+        Ok(o.to_value(&self.store.info(idx)))
     }
 
     /// See [`Simulator::list`].
     pub fn list(&self, resource: &str, namespace: Option<&str>) -> Result<Value, ApiError> {
         let idx = self.idx(resource)?;
         let info = self.store.info(idx);
-        let page = self.store.list(
-            idx,
-            namespace,
-            &Default::default(),
-            ListAt::Latest,
-            None,
-            None,
-        )?;
-        let items: Vec<Value> = page.items.iter().map(|o| o.value.clone()).collect();
+        let (rv, items) = self.store.list_values(idx, namespace);
         Ok(serde_json::json!({
             "kind": format!("{}List", info.api.kind),
             "apiVersion": info.api.api_version(),
-            "metadata": {"resourceVersion": page.rv.to_string()},
+            "metadata": {"resourceVersion": rv.to_string()},
             "items": items,
         }))
     }

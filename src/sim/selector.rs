@@ -5,7 +5,11 @@
 //! support `metadata.name` and `metadata.namespace` with `=`, `==`, `!=`. Parsing never panics; any
 //! malformed input is an `Err(message)` that the server turns into a 400 BadRequest.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
+
+use super::store::Obj;
 
 #[derive(Clone, Debug, PartialEq)]
 enum Op {
@@ -179,7 +183,15 @@ impl LabelSelector {
             return true;
         }
         let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
-        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        self.matches_by(|k| labels.and_then(|l| l.get(k)).and_then(Value::as_str))
+    }
+
+    /// True if `labels` satisfy every requirement.
+    pub(crate) fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.matches_by(|k| labels.get(k).map(String::as_str))
+    }
+
+    fn matches_by<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.reqs.iter().all(|r| match &r.op {
             Op::Eq(v) => get(&r.key) == Some(v.as_str()),
             Op::NotEq(v) => get(&r.key) != Some(v.as_str()),
@@ -240,13 +252,21 @@ impl FieldSelector {
 
     /// True if the object's name/namespace satisfy every requirement.
     pub fn matches(&self, obj: &Value) -> bool {
+        let get = |p: &str| obj.pointer(p).and_then(Value::as_str);
+        self.matches_meta(
+            get("/metadata/name").unwrap_or(""),
+            get("/metadata/namespace"),
+        )
+    }
+
+    /// True if `name` and `namespace` satisfy every requirement.
+    pub(crate) fn matches_meta(&self, name: &str, namespace: Option<&str>) -> bool {
         self.reqs.iter().all(|(field, neg, value)| {
-            let ptr = if field == "metadata.name" {
-                "/metadata/name"
+            let actual = if field == "metadata.name" {
+                name
             } else {
-                "/metadata/namespace"
+                namespace.unwrap_or("")
             };
-            let actual = obj.pointer(ptr).and_then(Value::as_str).unwrap_or("");
             (actual == value) != *neg
         })
     }
@@ -267,9 +287,9 @@ pub struct Selectors {
 }
 
 impl Selectors {
-    /// True if `obj` passes both selectors.
-    pub fn matches(&self, obj: &Value) -> bool {
-        self.label.matches(obj) && self.field.matches(obj)
+    /// True if a stored object passes both selectors.
+    pub(crate) fn matches_obj(&self, o: &Obj) -> bool {
+        self.label.matches_labels(&o.labels) && self.field.matches_meta(&o.name, o.namespace())
     }
 
     /// True when neither selector restricts anything.

@@ -18,7 +18,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -27,7 +27,7 @@ use super::errors::ApiError;
 use super::faults::{Chunking, Faults};
 use super::resources::{ResourceInfo, version_doc};
 use super::selector::{FieldSelector, LabelSelector, Selectors};
-use super::store::{ListAt, Page, Store, WatchFrom};
+use super::store::{ListAt, Obj, Page, Store, WatchFrom};
 use super::watch::{self as watchstream, WatchParams};
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
@@ -384,7 +384,7 @@ async fn resource(
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
             let obj = store.create(t.idx, ns, body)?;
-            Ok(value_response(faults, 201, &obj.value))
+            Ok(json_response(faults, 201, obj.full(&t.info)))
         }
         (&Method::GET, Some(name)) => {
             let opts = ListOptions::parse(&query, legacy_watch)?;
@@ -395,21 +395,18 @@ async fn resource(
                     .map_err(ApiError::bad_request)?;
                 return watch(shared, &t, opts).await;
             }
-            Ok(value_response(
+            Ok(json_response(
                 faults,
                 200,
-                &store.get(t.idx, ns, name)?.value,
+                store.get(t.idx, ns, name)?.full(&t.info),
             ))
         }
         (&Method::PUT, Some(name)) => {
             let body = read_json(req)
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
-            Ok(value_response(
-                faults,
-                200,
-                &store.replace(t.idx, ns, name, body)?.value,
-            ))
+            let obj = store.replace(t.idx, ns, name, body)?;
+            Ok(json_response(faults, 200, obj.full(&t.info)))
         }
         (&Method::PATCH, Some(name)) => {
             let ct = req
@@ -433,21 +430,14 @@ async fn resource(
             let body = read_json(req)
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
-            Ok(value_response(
-                faults,
-                200,
-                &store.patch(t.idx, ns, name, &body)?.value,
-            ))
+            let obj = store.patch(t.idx, ns, name, &body)?;
+            Ok(json_response(faults, 200, obj.full(&t.info)))
         }
         (&Method::DELETE, Some(name)) => {
             let body = read_json(req).await?;
             let pre = body.as_ref().and_then(|b| b.get("preconditions"));
             let obj = store.delete(t.idx, ns, name, pre)?;
-            Ok(value_response(
-                faults,
-                200,
-                &delete_result(&t.info, &obj.value),
-            ))
+            Ok(json_response(faults, 200, delete_result(&t.info, &obj)))
         }
         _ => Err(ApiError::method_not_allowed()),
     }
@@ -455,20 +445,24 @@ async fn resource(
 
 /// What DELETE answers: the deleted object for pods, namespaces and custom resources (their
 /// registries set `ReturnDeletedObject`), a `Success` Status otherwise (as the Endpoints capture).
-pub(crate) fn delete_result(info: &ResourceInfo, obj: &Value) -> Value {
+fn delete_result(info: &ResourceInfo, obj: &Obj) -> Vec<u8> {
     let returns_object = !info.builtin || matches!(info.api.plural.as_ref(), "pods" | "namespaces");
     if returns_object {
-        return obj.clone();
+        return obj.full(info);
     }
-    let meta = obj.get("metadata").cloned().unwrap_or_default();
-    let mut details = serde_json::Map::new();
-    details.insert("name".into(), meta.get("name").cloned().unwrap_or_default());
+    // serde_json's map is ordered by key; write the apiserver's field order by hand.
+    let mut out = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","details":{"name":"#.to_vec();
+    let _ = serde_json::to_writer(&mut out, &obj.name);
     if !info.api.group.is_empty() {
-        details.insert("group".into(), json!(info.api.group));
+        out.extend_from_slice(b",\"group\":");
+        let _ = serde_json::to_writer(&mut out, &info.api.group);
     }
-    details.insert("kind".into(), json!(info.api.plural));
-    details.insert("uid".into(), meta.get("uid").cloned().unwrap_or_default());
-    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+    out.extend_from_slice(b",\"kind\":");
+    let _ = serde_json::to_writer(&mut out, &info.api.plural);
+    out.extend_from_slice(b",\"uid\":");
+    let _ = serde_json::to_writer(&mut out, &obj.uid);
+    out.extend_from_slice(b"}}");
+    out
 }
 
 /// Parsed list/watch query parameters.

@@ -8,8 +8,11 @@
 //!   `x >= compacted` can be rebuilt by undoing the events after `x`; older RVs answer 410.
 //! - Objects are keyed like etcd keys (`namespace/name`, or `name` when cluster-scoped) in a
 //!   `BTreeMap`, so lists come out in etcd order and continue tokens are plain start keys.
-//! - Each stored object is serialized exactly once ([`Obj::rest`]); events carry their wire frame
-//!   (`{"type":..,"object":..}\n`) pre-built, so watch fan-out shares bytes instead of re-encoding.
+//! - Each write serializes the object exactly once, as its event's wire frame
+//!   (`{"type":..,"object":..}\n`); the version's bytes ([`Obj::rest`]) are a slice of that frame,
+//!   and watch fan-out shares the same `Bytes` instead of re-encoding.
+//! - Only the current version of an object keeps a `serde_json::Value` ([`Entry`]); history keeps
+//!   bytes plus name/namespace/uid/labels, so retained history costs about one JSON copy per event.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
@@ -24,20 +27,36 @@ use super::errors::ApiError;
 use super::resources::{Registry, ResourceInfo};
 use super::selector::Selectors;
 
-/// A stored object: the full JSON value plus its one-time serialization.
+/// One version of an object, as history and watchers need it: its serialization and the few
+/// fields selectors look at. The full `Value` lives only with the current version (see
+/// [`Entry`]), so history costs about one copy of the JSON per event.
 #[derive(Debug)]
 pub(crate) struct Obj {
-    /// The object, including `kind` and `apiVersion`.
-    pub value: Value,
-    /// Every member except `kind`/`apiVersion`, serialized compactly, without braces.
+    /// Every member except `kind`/`apiVersion`, serialized compactly, without braces. A slice of
+    /// the event frame that introduced this version (no second copy).
     pub rest: Bytes,
     /// `metadata.resourceVersion` as a number.
     pub rv: u64,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
 }
 
 impl Obj {
-    pub(crate) fn new(value: Value, rv: u64) -> Obj {
-        let mut out = Vec::with_capacity(512);
+    /// Serializes `value` once, as the frame of a `ty` event; the object's bytes are a slice of it.
+    pub(crate) fn encode(
+        ty: EventType,
+        info: &ResourceInfo,
+        value: &Value,
+        rv: u64,
+    ) -> (Arc<Obj>, Bytes) {
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(ty.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(&info.object_prefix);
+        let start = out.len();
         if let Some(map) = value.as_object() {
             let mut first = true;
             for (k, v) in map {
@@ -53,11 +72,37 @@ impl Obj {
                 let _ = serde_json::to_writer(&mut out, v);
             }
         }
-        Obj {
-            value,
-            rest: Bytes::from(out),
-            rv,
+        let end = out.len();
+        if start == end {
+            out.pop(); // no members: drop the prefix's trailing comma
         }
+        out.extend_from_slice(b"}}\n");
+        let frame = Bytes::from(out);
+        let rest = if start == end {
+            Bytes::new()
+        } else {
+            frame.slice(start..end)
+        };
+        let meta = value.get("metadata");
+        let s = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
+        let labels = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let obj = Obj {
+            rest,
+            rv,
+            name: s("name").unwrap_or("").to_string(),
+            namespace: s("namespace").map(str::to_string),
+            uid: s("uid").unwrap_or("").to_string(),
+            labels,
+        };
+        (Arc::new(obj), frame)
     }
 
     /// `{"kind":..,"apiVersion":..,<rest>}`.
@@ -70,6 +115,18 @@ impl Obj {
         out.push(b'}');
     }
 
+    /// The full object as bytes.
+    pub fn full(&self, info: &ResourceInfo) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.rest.len() + 64);
+        self.write_full(info, &mut out);
+        out
+    }
+
+    /// The full object parsed back into a `Value` (for the programmatic API and rare paths).
+    pub fn to_value(&self, info: &ResourceInfo) -> Value {
+        serde_json::from_slice(&self.full(info)).unwrap_or_default()
+    }
+
     /// `{<rest>}`: the object as a typed list item (no kind/apiVersion).
     pub fn write_bare(&self, out: &mut Vec<u8>) {
         out.push(b'{');
@@ -77,18 +134,16 @@ impl Obj {
         out.push(b'}');
     }
 
-    pub fn name(&self) -> &str {
-        self.value
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-    }
-
     pub fn namespace(&self) -> Option<&str> {
-        self.value
-            .pointer("/metadata/namespace")
-            .and_then(Value::as_str)
+        self.namespace.as_deref()
     }
+}
+
+/// The current version of an object: the shared [`Obj`] plus the `Value` updates start from.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub obj: Arc<Obj>,
+    pub value: Value,
 }
 
 /// The type of a stored event.
@@ -130,12 +185,17 @@ pub(crate) struct Event {
 /// Builds a watch frame for `obj`.
 pub(crate) fn frame(ty: &str, info: &ResourceInfo, obj: &Obj) -> Bytes {
     let mut out = Vec::with_capacity(obj.rest.len() + 64);
+    write_frame(ty, info, obj, &mut out);
+    Bytes::from(out)
+}
+
+/// Appends a watch frame for `obj` to `out`.
+pub(crate) fn write_frame(ty: &str, info: &ResourceInfo, obj: &Obj, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(ty.as_bytes());
     out.extend_from_slice(b"\",\"object\":");
-    obj.write_full(info, &mut out);
+    obj.write_full(info, out);
     out.extend_from_slice(b"}\n");
-    Bytes::from(out)
 }
 
 /// History bounds.
@@ -187,7 +247,7 @@ struct Inner {
     rv: u64,
     compacted: u64,
     registry: Registry,
-    objects: Vec<BTreeMap<String, Arc<Obj>>>,
+    objects: Vec<BTreeMap<String, Entry>>,
     history: VecDeque<Arc<Event>>,
     limits: HistoryLimits,
     rng: fastrand::Rng,
@@ -291,6 +351,51 @@ fn meta_str<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
+/// One page of `map` (objects under `prefix`, from `full_start`), with the continue key and
+/// `remainingItemCount` (omitted with selectors, as the apiserver does).
+fn paginate<'a, V>(
+    map: &'a BTreeMap<String, V>,
+    obj: impl Fn(&'a V) -> &'a Arc<Obj>,
+    prefix: &str,
+    full_start: &String,
+    sel: &Selectors,
+    limit: Option<usize>,
+    rv: u64,
+) -> Page {
+    let mut iter = map
+        .range::<String, _>((Bound::Included(full_start), Bound::Unbounded))
+        .take_while(|(k, _)| k.starts_with(prefix));
+    let mut items = Vec::new();
+    let mut last_key = None;
+    let limit = limit.unwrap_or(usize::MAX);
+    for (k, v) in iter.by_ref() {
+        let o = obj(v);
+        if sel.matches_obj(o) {
+            items.push(o.clone());
+            if items.len() == limit {
+                last_key = Some(k);
+                break;
+            }
+        }
+    }
+    let (mut next_start, mut remaining) = (None, None);
+    if let Some(last) = last_key {
+        let rest = iter.count() as u64;
+        if rest > 0 {
+            next_start = Some(format!("{}\0", &last[prefix.len()..]));
+            if sel.is_empty() {
+                remaining = Some(rest);
+            }
+        }
+    }
+    Page {
+        rv,
+        items,
+        next_start,
+        remaining,
+    }
+}
+
 impl Store {
     pub fn new(
         limits: HistoryLimits,
@@ -384,15 +489,14 @@ impl Store {
         g: &mut Inner,
         idx: usize,
         ty: EventType,
-        obj: Arc<Obj>,
+        (obj, frame): (Arc<Obj>, Bytes),
         prev: Option<Arc<Obj>>,
     ) {
-        let info = g.registry.list()[idx].clone();
         let ev = Arc::new(Event {
             rv: g.rv,
             resource: idx,
             ty,
-            frame: frame(ty.as_str(), &info, &obj),
+            frame,
             obj,
             prev,
             at: Instant::now(),
@@ -492,9 +596,15 @@ impl Store {
         if has_spec {
             m.insert("generation".into(), json!(1));
         }
-        let obj = Arc::new(Obj::new(value, rv));
-        g.objects[idx].insert(k, obj.clone());
-        self.record(&mut g, idx, EventType::Added, obj.clone(), None);
+        let (obj, frame) = Obj::encode(EventType::Added, &info, &value, rv);
+        g.objects[idx].insert(
+            k,
+            Entry {
+                obj: obj.clone(),
+                value,
+            },
+        );
+        self.record(&mut g, idx, EventType::Added, (obj.clone(), frame), None);
         Ok(obj)
     }
 
@@ -504,8 +614,30 @@ impl Store {
         let k = key(Self::scope(info, ns).as_deref(), name);
         g.objects[idx]
             .get(&k)
-            .cloned()
+            .map(|e| e.obj.clone())
             .ok_or_else(|| ApiError::not_found(&info.api.plural, name))
+    }
+
+    /// The current `Value` of an object (for the programmatic API).
+    pub fn get_value(&self, idx: usize, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let g = self.lock();
+        let info = &g.registry.list()[idx];
+        let k = key(Self::scope(info, ns).as_deref(), name);
+        g.objects[idx]
+            .get(&k)
+            .map(|e| e.value.clone())
+            .ok_or_else(|| ApiError::not_found(&info.api.plural, name))
+    }
+
+    /// The current `Value`s of `idx` in `ns` (all namespaces if `None`), in key order, and the RV.
+    pub fn list_values(&self, idx: usize, ns: Option<&str>) -> (u64, Vec<Value>) {
+        let g = self.lock();
+        let values = g.objects[idx]
+            .values()
+            .filter(|e| ns.is_none() || e.obj.namespace() == ns)
+            .map(|e| e.value.clone())
+            .collect();
+        (g.rv, values)
     }
 
     /// Replaces `name` with `value` (PUT). A non-empty `metadata.resourceVersion` must match.
@@ -547,16 +679,16 @@ impl Store {
         idx: usize,
         ns: Option<&str>,
         name: &str,
-        make: impl FnOnce(&Obj, &ResourceInfo) -> Result<Value, ApiError>,
+        make: impl FnOnce(&Entry, &ResourceInfo) -> Result<Value, ApiError>,
     ) -> Result<Arc<Obj>, ApiError> {
         let mut g = self.lock();
         let info = g.registry.list()[idx].clone();
         let ns = Self::scope(&info, ns);
         let k = key(ns.as_deref(), name);
-        let Some(old) = g.objects[idx].get(&k).cloned() else {
+        let Some(old) = g.objects[idx].get(&k) else {
             return Err(ApiError::not_found(&info.api.plural, name));
         };
-        let mut value = make(&old, &info)?;
+        let mut value = make(old, &info)?;
         if !value.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request was in an unknown format",
@@ -579,7 +711,7 @@ impl Store {
             ));
         }
         match meta_str(&value, "resourceVersion") {
-            Some(rv) if !rv.is_empty() && rv != old.rv.to_string() => {
+            Some(rv) if !rv.is_empty() && rv != old.obj.rv.to_string() => {
                 return Err(ApiError::conflict(&info.api.plural, name));
             }
             _ => {}
@@ -601,8 +733,9 @@ impl Store {
             };
         }
         if value == old.value {
-            return Ok(old); // no-op update: no new RV, no event
+            return Ok(old.obj.clone()); // no-op update: no new RV, no event
         }
+        let prev = old.obj.clone();
         g.rv += 1;
         let rv = g.rv;
         let m = meta_mut(&mut value);
@@ -610,9 +743,21 @@ impl Store {
         if spec_changed && let Some(gen_) = m.get("generation").and_then(Value::as_i64) {
             m.insert("generation".into(), json!(gen_ + 1));
         }
-        let obj = Arc::new(Obj::new(value, rv));
-        g.objects[idx].insert(k, obj.clone());
-        self.record(&mut g, idx, EventType::Modified, obj.clone(), Some(old));
+        let (obj, frame) = Obj::encode(EventType::Modified, &info, &value, rv);
+        g.objects[idx].insert(
+            k,
+            Entry {
+                obj: obj.clone(),
+                value,
+            },
+        );
+        self.record(
+            &mut g,
+            idx,
+            EventType::Modified,
+            (obj.clone(), frame),
+            Some(prev),
+        );
         Ok(obj)
     }
 
@@ -628,7 +773,7 @@ impl Store {
         let mut g = self.lock();
         let info = g.registry.list()[idx].clone();
         let k = key(Self::scope(&info, ns).as_deref(), name);
-        let Some(old) = g.objects[idx].get(&k).cloned() else {
+        let Some(old) = g.objects[idx].get(&k) else {
             return Err(ApiError::not_found(&info.api.plural, name));
         };
         if let Some(p) = preconditions {
@@ -639,18 +784,26 @@ impl Store {
             let rv_ok = p
                 .get("resourceVersion")
                 .and_then(Value::as_str)
-                .is_none_or(|r| r == old.rv.to_string());
+                .is_none_or(|r| r == old.obj.rv.to_string());
             if !uid_ok || !rv_ok {
                 return Err(ApiError::conflict(&info.api.plural, name));
             }
         }
-        g.objects[idx].remove(&k);
+        let Some(old) = g.objects[idx].remove(&k) else {
+            return Err(ApiError::not_found(&info.api.plural, name));
+        };
         g.rv += 1;
         let rv = g.rv;
-        let mut value = old.value.clone();
+        let mut value = old.value;
         meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
-        let obj = Arc::new(Obj::new(value, rv));
-        self.record(&mut g, idx, EventType::Deleted, obj.clone(), Some(old));
+        let (obj, frame) = Obj::encode(EventType::Deleted, &info, &value, rv);
+        self.record(
+            &mut g,
+            idx,
+            EventType::Deleted,
+            (obj.clone(), frame),
+            Some(old.obj),
+        );
         Ok(obj)
     }
 
@@ -671,60 +824,36 @@ impl Store {
             _ => String::new(),
         };
         let full_start = format!("{prefix}{}", start.unwrap_or(""));
-        let (rv, rebuilt);
-        let map: &BTreeMap<String, Arc<Obj>> = match at {
+        let page = match at {
             ListAt::Exact(x) if x < g.compacted => return Err(ApiError::list_too_old()),
             ListAt::Exact(x) if x < g.rv => {
-                rebuilt = Self::state_at(&g, idx, x);
-                rv = x;
-                &rebuilt
+                let rebuilt = Self::state_at(&g, idx, x);
+                paginate(&rebuilt, |o| o, &prefix, &full_start, sel, limit, x)
             }
-            _ => {
-                rv = g.rv;
-                &g.objects[idx]
-            }
+            _ => paginate(
+                &g.objects[idx],
+                |e| &e.obj,
+                &prefix,
+                &full_start,
+                sel,
+                limit,
+                g.rv,
+            ),
         };
-        let mut iter = map
-            .range::<String, _>((Bound::Included(&full_start), Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(&prefix));
-        let mut items = Vec::new();
-        let mut last_key = None;
-        let limit = limit.unwrap_or(usize::MAX);
-        for (k, o) in iter.by_ref() {
-            if sel.matches(&o.value) {
-                items.push(o.clone());
-                if items.len() == limit {
-                    last_key = Some(k.clone());
-                    break;
-                }
-            }
-        }
-        let (mut next_start, mut remaining) = (None, None);
-        if let Some(last) = last_key {
-            let rest = iter.count() as u64;
-            if rest > 0 {
-                next_start = Some(format!("{}\0", &last[prefix.len()..]));
-                if sel.is_empty() {
-                    remaining = Some(rest);
-                }
-            }
-        }
-        Ok(Page {
-            rv,
-            items,
-            next_start,
-            remaining,
-        })
+        Ok(page)
     }
 
     /// The objects of `idx` as they were at `x` (requires `x >= compacted`).
     fn state_at(g: &Inner, idx: usize, x: u64) -> BTreeMap<String, Arc<Obj>> {
-        let mut map = g.objects[idx].clone();
+        let mut map: BTreeMap<String, Arc<Obj>> = g.objects[idx]
+            .iter()
+            .map(|(k, e)| (k.clone(), e.obj.clone()))
+            .collect();
         for ev in g.history.iter().rev().take_while(|e| e.rv > x) {
             if ev.resource != idx {
                 continue;
             }
-            let k = key(ev.obj.namespace(), ev.obj.name());
+            let k = key(ev.obj.namespace(), &ev.obj.name);
             match (&ev.ty, &ev.prev) {
                 (EventType::Added, _) => {
                     map.remove(&k);
@@ -770,8 +899,8 @@ impl Store {
                 let initial = if initial {
                     g.objects[idx]
                         .values()
-                        .filter(|o| in_ns(o))
-                        .cloned()
+                        .filter(|e| in_ns(&e.obj))
+                        .map(|e| e.obj.clone())
                         .collect()
                 } else {
                     Vec::new()

@@ -24,7 +24,7 @@ use super::errors::ApiError;
 use super::faults::{Control, Faults, Plan};
 use super::resources::ResourceInfo;
 use super::selector::Selectors;
-use super::store::{Event, EventType, Obj, Store, WatchStart, frame};
+use super::store::{Event, EventType, Obj, Store, WatchStart, frame, write_frame};
 
 const BATCH: usize = 64 * 1024;
 
@@ -70,20 +70,19 @@ fn convert(ev: &Event, info: &ResourceInfo, p: &WatchParams) -> Option<Bytes> {
     if p.sel.is_empty() {
         return Some(ev.frame.clone());
     }
-    let now = p.sel.matches(&ev.obj.value);
+    let now = p.sel.matches_obj(&ev.obj);
     match ev.ty {
         EventType::Added | EventType::Deleted => now.then(|| ev.frame.clone()),
         EventType::Modified => {
-            let before = ev.prev.as_ref().is_some_and(|o| p.sel.matches(&o.value));
+            let before = ev.prev.as_ref().is_some_and(|o| p.sel.matches_obj(o));
             match (before, now) {
                 (true, true) => Some(ev.frame.clone()),
                 (false, true) => Some(frame("ADDED", info, &ev.obj)),
                 (true, false) => {
                     // DELETED with the previous content, stamped with this event's RV.
-                    let mut v = ev.prev.as_ref()?.value.clone();
+                    let mut v = ev.prev.as_ref()?.to_value(info);
                     v["metadata"]["resourceVersion"] = serde_json::Value::String(ev.rv.to_string());
-                    let stamped = Obj::new(v, ev.rv);
-                    Some(frame("DELETED", info, &stamped))
+                    Some(Obj::encode(EventType::Deleted, info, &v, ev.rv).1)
                 }
                 (false, false) => None,
             }
@@ -195,8 +194,8 @@ async fn run(
     let mut buf = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     for o in &start.initial {
-        if p.sel.matches(&o.value) {
-            buf.extend_from_slice(&frame("ADDED", &info, o));
+        if p.sel.matches_obj(o) {
+            write_frame("ADDED", &info, o, &mut buf);
             n += 1;
             if buf.len() >= BATCH || one_by_one {
                 delay(&sink).await;
