@@ -106,7 +106,7 @@ impl<T: Object + Clone> Informer<T> {
     /// use std::sync::Arc;
     /// use informer::{Api, Pod, informer::Informer};
     /// let pods = Informer::with_transform(Api::<Pod>::all(client), Default::default(), Arc::new(|mut p: Pod| {
-    ///     p.metadata.managed_fields.clear();
+    ///     p.metadata.managed_fields = None;
     ///     p
     /// }));
     /// # }
