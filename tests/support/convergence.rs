@@ -212,7 +212,7 @@ pub async fn scenario(sim: &Simulator, seed: u64) -> Result<(), String> {
             .filter(|(k, _)| k.starts_with(&format!("{ns}/")))
             .collect::<BTreeMap<_, _>>()
     };
-    let converged = eventually(20, || {
+    let converged = eventually(60, || {
         let w = want();
         store_state(&inf) == w
             && *mirror.objects.lock().unwrap() == w
