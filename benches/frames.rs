@@ -36,7 +36,8 @@ fn stream(fixture: &str) -> Vec<u8> {
             i if i % 10 == 9 => "MODIFIED",
             _ => "ADDED",
         };
-        serde_json::to_writer(&mut out, &serde_json::json!({"type": ty, "object": object})).unwrap();
+        serde_json::to_writer(&mut out, &serde_json::json!({"type": ty, "object": object}))
+            .unwrap();
         out.push(b'\n');
     }
     out
@@ -93,7 +94,10 @@ fn baseline<T: serde::de::DeserializeOwned>(body: &[u8]) -> usize {
 
 fn bench(c: &mut Criterion) {
     let streams = [
-        ("endpointslice", stream("wire/public-endpointslice-watch-added-tke-2023.jsonl")),
+        (
+            "endpointslice",
+            stream("wire/public-endpointslice-watch-added-tke-2023.jsonl"),
+        ),
         ("pod", stream("pod-managedfields.json")),
     ];
     let mut summary = BTreeMap::new();
@@ -108,17 +112,19 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(EVENTS as u64));
         match *name {
             "endpointslice" => {
-                g.bench_function(BenchmarkId::new("baseline-split-newline-typed", EVENTS), |b| {
-                    b.iter(|| assert_eq!(baseline::<EndpointSlice>(body), EVENTS))
-                });
+                g.bench_function(
+                    BenchmarkId::new("baseline-split-newline-typed", EVENTS),
+                    |b| b.iter(|| assert_eq!(baseline::<EndpointSlice>(body), EVENTS)),
+                );
                 g.bench_function(BenchmarkId::new("typed", EVENTS), |b| {
                     b.iter(|| assert_eq!(ours::<EndpointSlice>(body), EVENTS))
                 });
             }
             _ => {
-                g.bench_function(BenchmarkId::new("baseline-split-newline-typed", EVENTS), |b| {
-                    b.iter(|| assert_eq!(baseline::<Pod>(body), EVENTS))
-                });
+                g.bench_function(
+                    BenchmarkId::new("baseline-split-newline-typed", EVENTS),
+                    |b| b.iter(|| assert_eq!(baseline::<Pod>(body), EVENTS)),
+                );
                 g.bench_function(BenchmarkId::new("typed", EVENTS), |b| {
                     b.iter(|| assert_eq!(ours::<Pod>(body), EVENTS))
                 });

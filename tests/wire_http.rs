@@ -10,7 +10,10 @@ use std::time::Duration;
 const WATCH: &str = "wire/real-1.20-watch-endpoints-from-list-rv.http";
 
 async fn collect(api: &Api<Endpoints>) -> (Vec<WatchEvent<Endpoints>>, Option<Error>) {
-    let mut stream = api.watch(&WatchParams::default().resource_version("79")).await.unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default().resource_version("79"))
+        .await
+        .unwrap();
     let mut events = Vec::new();
     let fut = async {
         while let Some(e) = stream.next().await {
@@ -21,7 +24,9 @@ async fn collect(api: &Api<Endpoints>) -> (Vec<WatchEvent<Endpoints>>, Option<Er
         }
         None
     };
-    let err = tokio::time::timeout(Duration::from_secs(20), fut).await.expect("watch hung");
+    let err = tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .expect("watch hung");
     (events, err)
 }
 
@@ -36,19 +41,32 @@ fn rvs(events: &[WatchEvent<Endpoints>]) -> Vec<String> {
 async fn watch_replays_real_bytes_in_any_chunking() {
     let cap = capture(WATCH);
     for size in [0usize, 1, 2, 3, 7, 64, 100_000] {
-        let reply = if size == 0 { Reply::from_capture(&cap) } else { Reply::rechunked(&cap, size) };
+        let reply = if size == 0 {
+            Reply::from_capture(&cap)
+        } else {
+            Reply::rechunked(&cap, size)
+        };
         let server = RawServer::start(move |_| reply.clone()).await;
         let api: Api<Endpoints> = Api::namespaced(server.client(), "default");
         let (events, err) = collect(&api).await;
         assert!(err.is_none(), "chunk size {size}: {err:?}");
-        assert_eq!(rvs(&events), ["80", "81", "82", "83", "84", "84"], "chunk size {size}");
+        assert_eq!(
+            rvs(&events),
+            ["80", "81", "82", "83", "84", "84"],
+            "chunk size {size}"
+        );
         let line = &server.request_lines()[0];
         assert!(
-            line.starts_with("GET /api/v1/namespaces/default/endpoints?resourceVersion=79&watch=true "),
+            line.starts_with(
+                "GET /api/v1/namespaces/default/endpoints?resourceVersion=79&watch=true "
+            ),
             "{line}"
         );
         let request = server.requests.lock().unwrap()[0].to_ascii_lowercase();
-        assert!(!request.contains("accept-encoding"), "a watch must not ask for gzip");
+        assert!(
+            !request.contains("accept-encoding"),
+            "a watch must not ask for gzip"
+        );
     }
 }
 
@@ -59,7 +77,9 @@ async fn watch_error_410_is_an_event_and_future_rv_is_a_clean_empty_end() {
     let (events, err) = collect(&Api::namespaced(server.client(), "default")).await;
     assert!(err.is_none());
     match &events[..] {
-        [WatchEvent::Error(s)] => assert!(s.is_expired() && s.message.starts_with("too old resource version")),
+        [WatchEvent::Error(s)] => {
+            assert!(s.is_expired() && s.message.starts_with("too old resource version"))
+        }
         other => panic!("{other:?}"),
     }
 
@@ -75,14 +95,23 @@ async fn watch_cut_mid_frame_is_unexpected_eof_and_a_dropped_connection_is_trans
     let cut = body.len() / 2;
     // The chunked body ends properly, but inside a JSON value.
     let head = capture(WATCH).head;
-    let clean_cut = Reply { head: head.clone(), body: Body::Chunks(vec![body[..cut].to_vec()]) };
+    let clean_cut = Reply {
+        head: head.clone(),
+        body: Body::Chunks(vec![body[..cut].to_vec()]),
+    };
     let server = RawServer::start(move |_| clean_cut.clone()).await;
     let (events, err) = collect(&Api::namespaced(server.client(), "default")).await;
     assert!(!events.is_empty());
-    assert!(matches!(err, Some(Error::UnexpectedEof { buffered }) if buffered > 0), "{err:?}");
+    assert!(
+        matches!(err, Some(Error::UnexpectedEof { buffered }) if buffered > 0),
+        "{err:?}"
+    );
 
     // The connection closes with no terminating chunk.
-    let dropped = Reply { head, body: Body::ChunksThenCut(vec![body[..cut].to_vec()]) };
+    let dropped = Reply {
+        head,
+        body: Body::ChunksThenCut(vec![body[..cut].to_vec()]),
+    };
     let server = RawServer::start(move |_| dropped.clone()).await;
     let (_, err) = collect(&Api::namespaced(server.client(), "default")).await;
     let err = err.expect("an error");
@@ -93,12 +122,17 @@ async fn watch_cut_mid_frame_is_unexpected_eof_and_a_dropped_connection_is_trans
 #[tokio::test]
 async fn garbage_and_oversized_frames_over_http() {
     let mut body = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}\n".to_vec();
-    body.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"big\"},\"x\":\"");
+    body.extend_from_slice(
+        b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"big\"},\"x\":\"",
+    );
     body.extend(std::iter::repeat_n(b'x', 5000));
     body.extend_from_slice(b"\"}}\nnot json\n");
     body.extend_from_slice(b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n");
     let reply = Reply {
-        head: vec!["HTTP/1.1 200 OK".into(), "Content-Type: application/json".into()],
+        head: vec![
+            "HTTP/1.1 200 OK".into(),
+            "Content-Type: application/json".into(),
+        ],
         body: Body::Chunks(body.chunks(333).map(<[u8]>::to_vec).collect()),
     };
     let server = RawServer::start(move |_| reply.clone()).await;
@@ -129,10 +163,11 @@ async fn garbage_and_oversized_frames_over_http() {
 async fn list_pages_follow_the_continue_token() {
     let page1 = capture("wire/real-1.20-list-endpoints-limit2-page1.http");
     let page2 = capture("wire/real-1.20-list-endpoints-limit2-page2.http");
-    let token1 = serde_json::from_slice::<serde_json::Value>(&page1.body).unwrap()["metadata"]["continue"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let token1 =
+        serde_json::from_slice::<serde_json::Value>(&page1.body).unwrap()["metadata"]["continue"]
+            .as_str()
+            .unwrap()
+            .to_owned();
     let server = RawServer::start(move |line| {
         let query = line.split(' ').nth(1).unwrap();
         if query.contains(&format!("continue={token1}")) {
@@ -157,8 +192,16 @@ async fn list_pages_follow_the_continue_token() {
     assert_eq!(names.len(), 4);
     assert_eq!(list_rvs, ["79", "79", "79"]);
     let lines = server.request_lines();
-    assert!(lines[0].contains("?limit=2&resourceVersion=0 "), "{}", lines[0]);
-    assert!(lines[1].contains("?continue=") && !lines[1].contains("resourceVersion"), "{}", lines[1]);
+    assert!(
+        lines[0].contains("?limit=2&resourceVersion=0 "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("?continue=") && !lines[1].contains("resourceVersion"),
+        "{}",
+        lines[1]
+    );
 }
 
 #[tokio::test]
@@ -206,7 +249,10 @@ async fn error_responses_become_typed_errors() {
 
     let e = api.get("gone").await.unwrap_err();
     assert!(e.is_expired(), "{e}");
-    assert!(!e.status().unwrap().metadata.continue_token.is_empty(), "the inconsistent-continue token");
+    assert!(
+        !e.status().unwrap().metadata.continue_token.is_empty(),
+        "the inconsistent-continue token"
+    );
     assert!(api.get("exact").await.unwrap_err().is_expired());
 
     for (name, code) in [("401", 401), ("403", 403), ("500", 500)] {
@@ -217,14 +263,20 @@ async fn error_responses_become_typed_errors() {
     }
     let e = api.get("429").await.unwrap_err();
     assert!(e.is_retryable());
-    assert_eq!(e.retry_after_seconds(), Some(3), "Retry-After header reaches the Status");
+    assert_eq!(
+        e.retry_after_seconds(),
+        Some(3),
+        "Retry-After header reaches the Status"
+    );
 
     let e = api.get("pretty").await.unwrap_err();
     assert_eq!(e.status().unwrap().message, "etcdserver: request timed out");
 
     let e = api.get("html").await.unwrap_err();
     match &e {
-        Error::Http { code: 502, excerpt } => assert!(excerpt.contains("502 Bad Gateway"), "{excerpt}"),
+        Error::Http { code: 502, excerpt } => {
+            assert!(excerpt.contains("502 Bad Gateway"), "{excerpt}")
+        }
         other => panic!("{other:?}"),
     }
     assert!(e.to_string().contains("not a Kubernetes Status"));
@@ -241,7 +293,14 @@ async fn dynamic_objects_and_cluster_scoped_paths() {
     .await;
     let ar = informer::ApiResource::new("example.com", "v1", "Widget", "widgets", false);
     let api: Api<DynamicObject> = Api::namespaced_with(server.client(), "ignored", ar);
-    let list = api.list(&ListParams::default().labels("tier=web,env!=prod").fields("metadata.name=w")).await.unwrap();
+    let list = api
+        .list(
+            &ListParams::default()
+                .labels("tier=web,env!=prod")
+                .fields("metadata.name=w"),
+        )
+        .await
+        .unwrap();
     assert_eq!(list.items[0].data["spec"]["size"], 3);
     let line = &server.request_lines()[0];
     assert_eq!(
@@ -255,8 +314,12 @@ async fn connection_refused_is_a_retryable_transport_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let api: Api<Endpoints> = Api::all(informer::Client::new(informer::Config::new(url.parse().unwrap())).unwrap());
+    let api: Api<Endpoints> =
+        Api::all(informer::Client::new(informer::Config::new(url.parse().unwrap())).unwrap());
     let e = api.list(&ListParams::default()).await.unwrap_err();
-    assert!(matches!(e, Error::Transport { .. }) && e.is_retryable(), "{e:?}");
+    assert!(
+        matches!(e, Error::Transport { .. }) && e.is_retryable(),
+        "{e:?}"
+    );
     assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
 }

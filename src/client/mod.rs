@@ -23,6 +23,7 @@
 //! gzip members), so their bodies are decoded as they arrive.
 
 mod params;
+mod proxy;
 mod tls;
 
 use std::marker::PhantomData;
@@ -58,14 +59,14 @@ pub struct Client {
 
 #[derive(Debug)]
 struct Inner {
-    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: HyperClient<HttpsConnector<proxy::Connector>, Full<Bytes>>,
     /// `scheme://authority` plus any path prefix, without a trailing `/`.
     base: String,
     config: Config,
 }
 
 impl Client {
-    /// A client for `config`. Fails only on unusable TLS material.
+    /// A client for `config`. Fails only on unusable TLS material or an unsupported proxy URL.
     ///
     /// ```
     /// let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
@@ -104,7 +105,9 @@ impl Client {
             }
             None => builder,
         };
-        let connector = builder.enable_all_versions().wrap_connector(http);
+        let connector = builder
+            .enable_all_versions()
+            .wrap_connector(proxy::Connector::new(http, config.proxy_url.as_ref())?);
         let http = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build(connector);
