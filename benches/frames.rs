@@ -47,6 +47,7 @@ fn stream(fixture: &str) -> Vec<u8> {
 #[derive(Deserialize)]
 #[serde(tag = "type", content = "object", rename_all = "UPPERCASE")]
 #[allow(dead_code)]
+#[allow(clippy::large_enum_variant)] // mirrors kube-rs's event type as is
 enum BaselineEvent<T> {
     Added(T),
     Modified(T),

@@ -49,6 +49,7 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 /// assert_eq!(e.resource_version(), Some(""));
 /// ```
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // Error(Status) is rare; boxing it would change the public API
 pub enum WatchEvent<T> {
     Added(T),
     Modified(T),

@@ -151,10 +151,8 @@ impl ExecCredentialProvider {
         }
         let interactive = exec.interactive_mode.unwrap_or_default() == InteractiveMode::Always;
         let mut spec = serde_json::json!({ "interactive": interactive });
-        if exec.provide_cluster_info {
-            if let Some(cluster) = cluster {
-                spec["cluster"] = cluster;
-            }
+        if let Some(cluster) = cluster.filter(|_| exec.provide_cluster_info) {
+            spec["cluster"] = cluster;
         }
         let exec_info = serde_json::json!({
             "apiVersion": api_version,
