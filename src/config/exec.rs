@@ -56,6 +56,7 @@ pub struct ExecConfig {
     /// The program: a name looked up on `$PATH`, or a path.
     #[serde(default)]
     pub command: String,
+    /// Arguments.
     #[serde(default, deserialize_with = "null_as_default")]
     pub args: Vec<String>,
     /// Extra environment variables (values are treated as secrets).
@@ -71,25 +72,42 @@ pub struct ExecConfig {
 }
 
 /// One `env` entry of an [`ExecConfig`].
+///
+/// ```
+/// let v: informer::config::ExecEnvVar = serde_json::from_str(r#"{"name": "K", "value": "v"}"#).unwrap();
+/// assert_eq!(format!("{v:?}"), r#"ExecEnvVar { name: "K", value: Secret([redacted]) }"#);
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct ExecEnvVar {
+    /// Variable name.
     pub name: String,
+    /// Its value (often a secret: redacted in `Debug`).
     pub value: Secret,
 }
 
 /// Whether the plugin may talk to the user (see the module docs for what each mode does here).
+///
+/// ```
+/// use informer::config::InteractiveMode;
+/// assert_eq!(InteractiveMode::default(), InteractiveMode::IfAvailable);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub enum InteractiveMode {
+    /// Never interactive: stdin closed.
     Never,
+    /// Interactive if possible; here, as `Never` (no TTY detection).
     #[default]
     IfAvailable,
+    /// Interactive: stdin and stderr inherited.
     Always,
 }
 
-/// What a plugin returned.
+/// What a plugin returned (see [`ExecCredentialProvider::credential`]).
 #[derive(Clone, Debug)]
 pub struct ExecCredential {
+    /// `status.token`.
     pub token: Option<Secret>,
+    /// `status.clientCertificateData` and `clientKeyData`.
     pub identity: Option<Identity>,
     /// `status.expirationTimestamp`; `None` means valid until the server rejects it.
     pub expires_at: Option<SystemTime>,
@@ -171,6 +189,13 @@ impl ExecCredentialProvider {
     }
 
     /// The cached credential if still fresh, else the plugin's new one.
+    ///
+    /// ```no_run
+    /// # async fn demo(provider: informer::config::ExecCredentialProvider) -> informer::Result<()> {
+    /// let credential = provider.credential().await?;
+    /// println!("valid until {:?}", credential.expires_at);
+    /// # Ok(()) }
+    /// ```
     pub async fn credential(&self) -> Result<ExecCredential> {
         if let Some(c) = self.fresh() {
             return Ok(c);

@@ -12,6 +12,13 @@
 //!   first non-empty `current-context` wins (kubectl's rules for `$KUBECONFIG`).
 //! * Secrets (`token`, `password`, `client-key-data`, exec `env` values) are [`Secret`]s: they
 //!   never show in `Debug` output.
+//! * Credentials, in kube-rs's order: client certificate (alongside any of the others), then
+//!   `auth-provider` (an error naming the exec plugin to use), basic, `token`, `tokenFile`, `exec`.
+//! * `proxy-url` (`http://` only) becomes [`Config::proxy_url`]; `disable-compression` needs
+//!   nothing, as the client never asks for compressed responses.
+//!
+//! Not supported: several YAML documents in one file, UTF-16 files, impersonation (`as`,
+//! `as-groups`), `HTTPS_PROXY`/`NO_PROXY` from the environment, SOCKS and `https://` proxies.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -39,97 +46,180 @@ use crate::model::meta::null_as_default;
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Kubeconfig {
+    /// `clusters`: where apiservers are.
     #[serde(default, deserialize_with = "null_as_default")]
     pub clusters: Vec<NamedCluster>,
+    /// `users`: credentials.
     #[serde(default, deserialize_with = "null_as_default")]
     pub users: Vec<NamedUser>,
+    /// `contexts`: (cluster, user, namespace) triples.
     #[serde(default, deserialize_with = "null_as_default")]
     pub contexts: Vec<NamedContext>,
+    /// `current-context`: the context used when none is asked for.
     pub current_context: Option<String>,
 }
 
 /// A `clusters[]` entry.
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml("clusters: [{name: c, cluster: null}]")?;
+/// assert!(k.clusters[0].cluster.server.is_none());
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct NamedCluster {
+    /// The name contexts refer to.
     pub name: String,
+    /// The cluster's settings.
     #[serde(default, deserialize_with = "null_as_default")]
     pub cluster: Cluster,
 }
 
 /// Where a cluster is and how to trust it.
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml(
+///     "clusters: [{name: c, cluster: {server: 'https://k:6443', insecure-skip-tls-verify: true}}]",
+/// )?;
+/// assert_eq!(k.clusters[0].cluster.insecure_skip_tls_verify, Some(true));
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Cluster {
+    /// `https://host:port`, optionally with a path prefix.
     pub server: Option<String>,
+    /// The name to verify the server certificate against instead of the URL's host.
     pub tls_server_name: Option<String>,
+    /// Skip server certificate verification.
     pub insecure_skip_tls_verify: Option<bool>,
     /// A PEM file (relative paths are resolved by [`Kubeconfig::read`]).
     pub certificate_authority: Option<PathBuf>,
     /// Base64 of PEM data; wins over `certificate_authority`.
     pub certificate_authority_data: Option<String>,
+    /// An `http://` proxy to tunnel through with `CONNECT`.
     pub proxy_url: Option<String>,
+    /// Parsed and passed to exec plugins; the client never asks for compressed responses anyway.
     pub disable_compression: Option<bool>,
+    /// Extensions; `client.authentication.k8s.io/exec` is passed to exec plugins as `config`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub extensions: Vec<NamedExtension>,
 }
 
 /// A `clusters[].cluster.extensions[]` entry (the exec plugin's `config` lives here).
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml(
+///     "clusters: [{name: c, cluster: {extensions: [{name: x, extension: {a: 1}}]}}]",
+/// )?;
+/// assert_eq!(k.clusters[0].cluster.extensions[0].extension["a"], 1);
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct NamedExtension {
+    /// The extension's name.
     pub name: String,
+    /// Its value, as JSON.
     #[serde(default)]
     pub extension: serde_json::Value,
 }
 
 /// A `users[]` entry.
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml("users: [{name: u, user: {token: abc}}]")?;
+/// assert_eq!(k.users[0].user.token.as_ref().unwrap().expose(), "abc");
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct NamedUser {
+    /// The name contexts refer to.
     pub name: String,
+    /// The credentials.
     #[serde(default, deserialize_with = "null_as_default")]
     pub user: User,
 }
 
-/// How a user authenticates (`AuthInfo` in client-go).
+/// How a user authenticates (`AuthInfo` in client-go). Secret fields are [`Secret`]s.
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml(
+///     "users: [{name: u, user: {username: admin, password: hunter2}}]",
+/// )?;
+/// assert!(!format!("{:?}", k.users[0].user).contains("hunter2"));
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct User {
+    /// A PEM certificate file (relative paths are resolved by [`Kubeconfig::read`]).
     pub client_certificate: Option<PathBuf>,
     /// Base64 of PEM data; wins over `client_certificate`.
     pub client_certificate_data: Option<String>,
+    /// A PEM private key file (PKCS#1, PKCS#8 or SEC1).
     pub client_key: Option<PathBuf>,
     /// Base64 of PEM data; wins over `client_key`.
     pub client_key_data: Option<Secret>,
+    /// A bearer token; wins over `token_file`.
     pub token: Option<Secret>,
+    /// A file holding a bearer token, re-read periodically ([`TokenFile`]).
     #[serde(rename = "tokenFile")]
     pub token_file: Option<PathBuf>,
+    /// Basic authentication user (with `password`).
     pub username: Option<String>,
+    /// Basic authentication password.
     pub password: Option<Secret>,
+    /// A legacy auth provider: an error with advice.
     pub auth_provider: Option<AuthProvider>,
+    /// An exec credential plugin.
     pub exec: Option<ExecConfig>,
 }
 
 /// A legacy in-tree `auth-provider` (gcp, azure, oidc): not supported; its name picks the error
-/// message pointing at the exec plugin to use instead.
+/// message pointing at the exec plugin to use instead. Its `config` (which holds tokens) is not
+/// read.
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml(
+///     "users: [{name: u, user: {auth-provider: {name: gcp, config: {access-token: x}}}}]",
+/// )?;
+/// assert_eq!(k.users[0].user.auth_provider.as_ref().unwrap().name, "gcp");
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct AuthProvider {
+    /// `gcp`, `azure`, `oidc`, ...
     pub name: String,
 }
 
 /// A `contexts[]` entry.
+///
+/// ```
+/// let k = informer::config::Kubeconfig::from_yaml(
+///     "contexts: [{name: dev, context: {cluster: c, user: u, namespace: apps}}]",
+/// )?;
+/// assert_eq!(k.contexts[0].context.namespace.as_deref(), Some("apps"));
+/// # Ok::<(), informer::Error>(())
+/// ```
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct NamedContext {
+    /// The context's name (`current-context`, `--context`).
     pub name: String,
+    /// What it selects.
     #[serde(default, deserialize_with = "null_as_default")]
     pub context: Context,
 }
 
-/// A cluster, a user and a namespace.
+/// A cluster, a user and a namespace (see [`NamedContext`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Context {
+    /// A cluster name.
     #[serde(default)]
     pub cluster: String,
+    /// A user name; empty means no credentials.
     #[serde(default)]
     pub user: String,
+    /// The default namespace; `default` when unset.
     pub namespace: Option<String>,
 }
 
