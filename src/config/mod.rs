@@ -29,7 +29,7 @@ pub mod kubeconfig;
 mod rfc3339;
 mod token_file;
 
-pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, InteractiveMode};
+pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
 pub use incluster::{InClusterOptions, SERVICE_ACCOUNT_DIR};
 pub use kubeconfig::{Kubeconfig, KubeconfigOptions, kubeconfig_paths};
 pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
