@@ -533,12 +533,14 @@ fn yaml_errors_have_a_line_and_no_values() {
         "clusters:\n- name: c\n  cluster:\n    insecure-skip-tls-verify: sekrit-value\n",
     );
     let message = config_error(Kubeconfig::read(&f).unwrap_err());
+    println!("{message}");
     assert!(message.contains(&f.display().to_string()), "{message}");
     assert!(message.contains("line 4"), "{message}");
     assert!(!message.contains("sekrit-value"), "{message}");
     let message = config_error(
         Kubeconfig::from_yaml("users:\n- name: u\n  user: {token: [unclosed\n").unwrap_err(),
     );
+    println!("{message}");
     assert!(message.contains("line"), "{message}");
     // Go's nulls, unknown keys, a BOM and an empty file are all fine.
     let f = dir.write("bom", "\u{feff}kind: Config\npreferences: {}\nclusters: null\nextensions: [{name: x, extension: {a: 1}}]\n");

@@ -376,11 +376,15 @@ pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str, what: &str)
     serde_saphyr::from_str(text).map_err(|e| {
         let plain = redact_quoted(&e.without_snippet().to_string());
         match e.location() {
-            Some(l) => Error::Config(format!(
-                "{what}: line {} column {}: {plain}",
-                l.line(),
-                l.column()
-            )),
+            Some(l) => {
+                let suffix = format!(" at line {}, column {}", l.line(), l.column());
+                let plain = plain.strip_suffix(&suffix).unwrap_or(&plain);
+                Error::Config(format!(
+                    "{what}: line {} column {}: {plain}",
+                    l.line(),
+                    l.column()
+                ))
+            }
             None => Error::Config(format!("{what}: {plain}")),
         }
     })
