@@ -46,8 +46,7 @@ fn stream(fixture: &str) -> Vec<u8> {
 /// The baseline's event type: serde's adjacently tagged enum, which reads `type` then `object`.
 #[derive(Deserialize)]
 #[serde(tag = "type", content = "object", rename_all = "UPPERCASE")]
-#[allow(dead_code)]
-#[allow(clippy::large_enum_variant)] // mirrors kube-rs's event type as is
+#[allow(dead_code, clippy::large_enum_variant)]
 enum BaselineEvent<T> {
     Added(T),
     Modified(T),

@@ -6,26 +6,40 @@
 //! Data flows one way through the modules:
 //!
 //! ```text
-//! config -> client (HTTP, auth) -> frame (watch-stream framing) -> watch (typed events) -> ...
+//! config -> client -> frame -> watch -> reflector -> fifo -> store + informer (handlers) -> workqueue
 //! ```
 //!
 //! * [`config`]: where the apiserver is and how to authenticate.
 //! * [`client`]: HTTP/1.1 and HTTP/2 over rustls; GET, paged LIST, WATCH.
 //! * [`frame`]: cuts a watch body into JSON values, however the bytes arrive.
 //! * [`watch`]: decodes frames into [`watch::WatchEvent`]s.
+//! * [`reflector`]: lists and watches for ever, feeding the fifo.
+//! * [`fifo`]: the per-key coalescing queue between the reflector and the store.
+//! * [`store`]: the sharded, indexed local cache.
+//! * [`informer`]: shared informers: one reflector, one store, many handlers.
 //! * [`workqueue`]: the rate-limited work queue and worker loop of a controller.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
+//! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
 
 pub mod client;
 pub mod config;
 pub mod error;
+pub mod fifo;
 pub mod frame;
+pub mod informer;
 pub mod model;
+pub mod reflector;
+#[cfg(feature = "sim")]
+pub mod sim;
+pub mod store;
 pub mod watch;
 pub mod workqueue;
 
 pub use client::{Api, Client, ListParams, ObjectList, Pager, VersionMatch, WatchParams};
 pub use config::{Auth, Config, Identity, Secret, TlsConfig};
 pub use error::{Error, Result};
+pub use fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
+pub use informer::{EventHandler, HandlerFns, Informer, InformerFactory};
 pub use model::*;
+pub use store::Store;
 pub use workqueue::WorkQueue;

@@ -48,8 +48,10 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 /// let e: WatchEvent<informer::Pod> = WatchEvent::Bookmark(Default::default());
 /// assert_eq!(e.resource_version(), Some(""));
 /// ```
+// Not boxed: objects are the common case and move once from the decoder to the reflector; a box
+// would cost an allocation per event to shrink the rare BOOKMARK/ERROR case.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
-#[allow(clippy::large_enum_variant)] // Error(Status) is rare; boxing it would change the public API
 pub enum WatchEvent<T> {
     Added(T),
     Modified(T),

@@ -48,6 +48,8 @@
 //! assert!(dec.finish().unwrap().is_none()); // clean end of stream
 //! ```
 
+mod block;
+
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::error::{Error, Result};
@@ -280,75 +282,120 @@ impl FrameDecoder {
 
     /// Scans from `scanned` on; returns the end (exclusive) of the value if it is complete.
     fn scan(&mut self) -> Option<usize> {
-        let State::Value {
-            kind,
-            depth,
-            in_string,
-            escaped,
-        } = &mut self.state
-        else {
+        let State::Value { kind, .. } = self.state else {
+            unreachable!("scan is only called inside a value");
+        };
+        match kind {
+            Kind::Container { open, close } => self.scan_container(open, close, self.scanned),
+            Kind::String => self.scan_string(),
+            Kind::Scalar => {
+                let from = self.scanned;
+                match self.buf[from..].iter().position(|&b| ends_scalar(b)) {
+                    Some(j) => self.done(from + j),
+                    None => {
+                        self.scanned = self.buf.len();
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// Scans a top-level string: only `"` and `\` matter.
+    fn scan_string(&mut self) -> Option<usize> {
+        let State::Value { escaped, .. } = &mut self.state else {
             unreachable!("scan is only called inside a value");
         };
         let buf = &self.buf[..];
         let mut i = self.scanned;
         if *escaped && i < buf.len() {
-            // The byte after a backslash at the end of the previous push.
+            // The byte after a backslash that ended the previous push.
             *escaped = false;
             i += 1;
         }
-        loop {
-            if i >= buf.len() {
-                self.scanned = buf.len();
-                return None;
-            }
-            if *in_string {
-                match memchr::memchr2(b'"', b'\\', &buf[i..]) {
-                    None => i = buf.len(),
-                    Some(j) if buf[i + j] == b'\\' => {
-                        if i + j + 1 < buf.len() {
-                            i += j + 2;
-                        } else {
-                            *escaped = true;
-                            i = buf.len();
-                        }
+        while i < buf.len() {
+            match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+                None => break,
+                Some(j) if buf[i + j] == b'\\' => {
+                    if i + j + 1 == buf.len() {
+                        *escaped = true;
                     }
-                    Some(j) => {
-                        *in_string = false;
-                        i += j + 1;
-                        if *kind == Kind::String {
-                            return self.done(i);
-                        }
-                    }
+                    i += j + 2;
                 }
-                continue;
-            }
-            match *kind {
-                Kind::Container { open, close } => {
-                    match memchr::memchr3(b'"', open, close, &buf[i..]) {
-                        None => i = buf.len(),
-                        Some(j) => {
-                            let b = buf[i + j];
-                            i += j + 1;
-                            if b == b'"' {
-                                *in_string = true;
-                            } else if b == open {
-                                *depth += 1;
-                            } else {
-                                *depth -= 1;
-                                if *depth == 0 {
-                                    return self.done(i);
-                                }
-                            }
-                        }
-                    }
-                }
-                Kind::Scalar => match buf[i..].iter().position(|&b| ends_scalar(b)) {
-                    None => i = buf.len(),
-                    Some(j) => return self.done(i + j),
-                },
-                Kind::String => unreachable!("a top-level string is always in_string"),
+                Some(j) => return self.done(i + j + 1),
             }
         }
+        self.scanned = buf.len();
+        None
+    }
+
+    /// Scans a container from `i`: 64-byte blocks while there are that many, then byte by byte,
+    /// with the same escaping rule (see [`block`]) so that where a push ends never matters.
+    fn scan_container(&mut self, open: u8, close: u8, mut i: usize) -> Option<usize> {
+        let State::Value {
+            depth,
+            in_string,
+            escaped,
+            ..
+        } = &mut self.state
+        else {
+            unreachable!("scan is only called inside a value");
+        };
+        let buf = &self.buf[..];
+        while i + 64 <= buf.len() {
+            let chunk: &[u8; 64] = buf[i..i + 64].try_into().expect("64 bytes");
+            let (opens, closes) = block::brackets(chunk, open, close, escaped, in_string);
+            let (n_open, n_close) = (opens.count_ones(), closes.count_ones());
+            if n_close < *depth {
+                // The value cannot end in this block: just count.
+                *depth = *depth + n_open - n_close;
+            } else {
+                let mut brackets = opens | closes;
+                while brackets != 0 {
+                    let bit = brackets.trailing_zeros();
+                    if opens >> bit & 1 == 1 {
+                        *depth += 1;
+                    } else {
+                        *depth -= 1;
+                        if *depth == 0 {
+                            let end = i + bit as usize + 1;
+                            return self.done(end);
+                        }
+                    }
+                    brackets &= brackets - 1;
+                }
+            }
+            i += 64;
+        }
+        while i < buf.len() {
+            let b = buf[i];
+            i += 1;
+            if std::mem::take(escaped) {
+                // An escaped quote or backslash is inert; brackets still count outside strings.
+                if b != open && b != close || *in_string {
+                    continue;
+                }
+            } else if b == b'\\' {
+                *escaped = true;
+                continue;
+            } else if b == b'"' {
+                *in_string = !*in_string;
+                continue;
+            }
+            if *in_string {
+                continue;
+            }
+            if b == open {
+                *depth += 1;
+            } else if b == close {
+                *depth -= 1;
+                if *depth == 0 {
+                    return self.done(i);
+                }
+            }
+        }
+        self.scanned = buf.len();
+        None
     }
 
     fn done(&mut self, end: usize) -> Option<usize> {
@@ -464,5 +511,94 @@ mod tests {
             &dec.next_frame().unwrap().unwrap().bytes[..],
             b"{\"a\":\"\\\"\"}"
         );
+    }
+
+    /// A byte-at-a-time framer with the documented rules, to check the block scanner against.
+    fn reference(input: &[u8]) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < input.len() {
+            if input[i].is_ascii_whitespace() {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            let (open, close) = match input[i] {
+                b'{' => (b'{', b'}'),
+                b'[' => (b'[', b']'),
+                _ => return out, // the random inputs below only start containers
+            };
+            let (mut depth, mut in_string, mut escaped) = (1u32, false, false);
+            i += 1;
+            let mut end = None;
+            while i < input.len() {
+                let b = input[i];
+                i += 1;
+                if std::mem::take(&mut escaped) {
+                    if (b != open && b != close) || in_string {
+                        continue;
+                    }
+                } else if b == b'\\' {
+                    escaped = true;
+                    continue;
+                } else if b == b'"' {
+                    in_string = !in_string;
+                    continue;
+                }
+                if in_string {
+                    continue;
+                }
+                if b == open {
+                    depth += 1;
+                } else if b == close {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(i);
+                        break;
+                    }
+                }
+            }
+            match end {
+                Some(e) => out.push(input[start..e].to_vec()),
+                None => return out,
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn block_scanner_matches_the_byte_rules_on_random_input() {
+        let alphabet = b"{}[]\"\\\\ax \n";
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..3000 {
+            let len = (next() % 400) as usize;
+            let mut input = vec![b'{'];
+            input.extend((0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]));
+            input.extend_from_slice(b"\"}}}}}}}}]]]]}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}}");
+            let want = reference(&input);
+            let cut = (next() % (input.len() as u64 + 1)) as usize;
+            let mut dec = FrameDecoder::new();
+            let mut got = Vec::new();
+            for part in [&input[..cut], &input[cut..]] {
+                dec.push(part);
+                while let Some(f) = dec.next_frame().unwrap() {
+                    got.push(f.bytes.to_vec());
+                }
+            }
+            // After the last container the reference stops; so do we.
+            got.truncate(want.len());
+            assert_eq!(
+                got,
+                want,
+                "input {:?} cut {cut}",
+                String::from_utf8_lossy(&input)
+            );
+        }
     }
 }

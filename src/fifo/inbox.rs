@@ -1,0 +1,162 @@
+//! The concurrency core of the fifo: a multi-producer, single-consumer inbox of raw inputs, with a
+//! wake-up protocol (an *event count*) that lets the consumer sleep, blocking or async, without any
+//! lock on the producers' fast path.
+//!
+//! # Protocol
+//! Producer `push`: (1) push onto the lock-free queue; (2) `epoch += 1`; (3) if `waiters != 0`, take
+//! and release `lock`, then notify the condvar (and the async `Notify`).
+//!
+//! Consumer wait: (a) `waiters += 1` and `key = epoch`; (b) look at the queue again; (c) only if it
+//! is still empty, sleep until `epoch != key`; (d) `waiters -= 1`.
+//!
+//! No lost wake-up: (2),(3) and (a) are `SeqCst`, so they sit in one total order. If the consumer's
+//! read of `epoch` in (a) comes after the producer's (2), it synchronises with it, so (b) sees the
+//! pushed item. Otherwise (a)'s increment of `waiters` precedes (2), so (3) reads `waiters != 0` and
+//! notifies; the consumer checks `epoch` under `lock`, and the producer passes through `lock` before
+//! notifying, so the notification cannot fall between the consumer's check and its sleep.
+//!
+//! The fast path of `push` is a lock-free queue push, one `fetch_add` and one load. `lock` is taken
+//! by a producer only while the consumer is asleep, and the consumer holds it only to check `epoch`
+//! and go to sleep (a few instructions), never while it processes anything.
+//!
+//! Under `--cfg informer_loom` the queue is a loom `Mutex<VecDeque>`, a linearizable stand-in for
+//! crossbeam's `SegQueue` (which is linearizable too); loom then checks the protocol above and
+//! everything built on it. The async wait (tokio's `Notify`) is not built under loom.
+
+#[cfg(informer_loom)]
+use loom::sync::{
+    Condvar, Mutex,
+    atomic::{AtomicUsize, Ordering::SeqCst},
+};
+#[cfg(not(informer_loom))]
+use std::sync::{
+    Condvar, Mutex,
+    atomic::{AtomicUsize, Ordering::SeqCst},
+};
+
+#[cfg(informer_loom)]
+type Queue<E> = Mutex<std::collections::VecDeque<E>>;
+#[cfg(not(informer_loom))]
+type Queue<E> = crossbeam_queue::SegQueue<E>;
+
+/// See the module docs.
+pub(crate) struct Inbox<E> {
+    queue: Queue<E>,
+    /// Incremented after every push; the consumer sleeps until it changes.
+    epoch: AtomicUsize,
+    /// How many consumers are between "prepare to wait" and "done waiting" (0 or 1).
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    cond: Condvar,
+    #[cfg(not(informer_loom))]
+    notify: tokio::sync::Notify,
+}
+
+impl<E> Inbox<E> {
+    pub(crate) fn new() -> Self {
+        Inbox {
+            queue: Queue::default(),
+            epoch: AtomicUsize::new(0),
+            waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            cond: Condvar::new(),
+            #[cfg(not(informer_loom))]
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Pushes an input and wakes a sleeping consumer. Never blocks unless the consumer is asleep, and
+    /// then only for the consumer's few-instruction critical section.
+    pub(crate) fn push(&self, input: E) {
+        #[cfg(informer_loom)]
+        self.queue.lock().unwrap().push_back(input);
+        #[cfg(not(informer_loom))]
+        self.queue.push(input);
+        // SeqCst, step (2): must be in the single total order with the consumer's step (a); and as a
+        // release it publishes the push to a consumer whose `epoch` load reads this value.
+        self.epoch.fetch_add(1, SeqCst);
+        // SeqCst, step (3): if this load came before the consumer's increment in the total order, then
+        // so did our increment of `epoch`, and the consumer's (a) will see it (module docs).
+        if self.waiters.load(SeqCst) != 0 {
+            // Passing through the lock orders us after a consumer that checked `epoch` and is about to
+            // sleep: it is now asleep on `cond` (the wait released the lock) or has not checked yet.
+            drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
+            self.cond.notify_all();
+            #[cfg(not(informer_loom))]
+            self.notify.notify_one();
+        }
+    }
+
+    /// Takes the oldest input, if any. Consumer only.
+    pub(crate) fn try_pop(&self) -> Option<E> {
+        #[cfg(informer_loom)]
+        return self.queue.lock().unwrap().pop_front();
+        #[cfg(not(informer_loom))]
+        return self.queue.pop();
+    }
+
+    /// Whether the queue is empty right now (step (b) of the protocol). Consumer only.
+    pub(crate) fn is_empty(&self) -> bool {
+        #[cfg(informer_loom)]
+        return self.queue.lock().unwrap().is_empty();
+        #[cfg(not(informer_loom))]
+        return self.queue.is_empty();
+    }
+
+    /// How many pushes have completed (used for the approximate backlog in `len`).
+    pub(crate) fn pushed(&self) -> usize {
+        // Relaxed: a statistic; nothing is read on the strength of it.
+        self.epoch.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Step (a): registers the consumer as a waiter. Check the queue again, then call
+    /// [`WaitTicket::wait`] (or drop the ticket if something arrived).
+    pub(crate) fn prepare_wait(&self) -> WaitTicket<'_, E> {
+        // SeqCst: step (a), see module docs.
+        self.waiters.fetch_add(1, SeqCst);
+        // SeqCst: step (a); reading a producer's increment synchronises with it (module docs).
+        let key = self.epoch.load(SeqCst);
+        WaitTicket { inbox: self, key }
+    }
+}
+
+/// A registered waiter; dropping it (also when an async wait is cancelled) unregisters it.
+pub(crate) struct WaitTicket<'a, E> {
+    inbox: &'a Inbox<E>,
+    key: usize,
+}
+
+impl<E> WaitTicket<'_, E> {
+    /// Step (c), blocking: sleeps until a push after the ticket was taken.
+    pub(crate) fn wait(self) {
+        let inbox = self.inbox;
+        let mut guard = inbox.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // SeqCst: only needs to see a push whose producer passed through `lock` after us (ordered by
+        // the lock) or one that happened before; SeqCst keeps the reasoning to one total order.
+        while inbox.epoch.load(SeqCst) == self.key {
+            guard = inbox.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Step (c), async: resolves after a push after the ticket was taken (or spuriously, so callers
+    /// loop). Cancel-safe: dropping the future drops the ticket.
+    #[cfg(not(informer_loom))]
+    pub(crate) async fn wait_async(self) {
+        let notified = self.inbox.notify.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the check below: a `notify_one` after it wakes us, and one before it
+        // left a permit that makes the future ready at once.
+        notified.as_mut().enable();
+        // SeqCst: as in `wait`.
+        if self.inbox.epoch.load(SeqCst) == self.key {
+            notified.await;
+        }
+    }
+}
+
+impl<E> Drop for WaitTicket<'_, E> {
+    fn drop(&mut self) {
+        // SeqCst, step (d): once producers see 0 they skip the lock; we are done sleeping.
+        self.inbox.waiters.fetch_sub(1, SeqCst);
+    }
+}

@@ -1,0 +1,622 @@
+//! The DeltaFifo: a per-key coalescing queue between the reflector (producers) and the one consumer
+//! that applies deltas to the [`Store`](crate::store::Store) and notifies handlers.
+//!
+//! # Semantics (informer-design §4)
+//! At most one pending delta per key (two for a delete followed by a re-create with a new uid),
+//! coalesced by this table (P pending, E incoming):
+//!
+//! | P \ E       | Added(y)                                  | Modified(y) | Deleted(y) |
+//! |-------------|-------------------------------------------|-------------|------------|
+//! | none        | Added(y)                                  | Modified(y) | Deleted(y) |
+//! | Added(x)    | Added(y)                                  | Added(y)    | nothing, if the key did not exist before `Added(x)`; else Deleted(y) |
+//! | Modified(x) | Modified(y)                               | Modified(y) | Deleted(y) |
+//! | Deleted(x)  | Deleted(x), Added(y) if uid differs; else Modified(y) | Modified(y) | Deleted(newer) |
+//!
+//! - An event whose resourceVersion equals the pending one's (or, with nothing pending, the stored
+//!   object's) is dropped; so is one older than the pending one when both parse as integers. Empty
+//!   resourceVersions are never equal. Relist tombstones are never dropped as stale.
+//! - Keys leave in the order they first became pending; later events do not move them.
+//! - A relist ([`DeltaFifo::begin_relist`], [`DeltaFifo::relist_page`]..., [`DeltaFifo::end_relist`])
+//!   yields nothing for unchanged objects (same key and resourceVersion as stored), Modified/Added for
+//!   changed ones and `Deleted(Tombstone)` for keys stored or pending but not listed. A listed object
+//!   that is unchanged is swapped for the store's `Arc` by the producer, so a relist holds no second
+//!   copy of stored objects, even while the consumer lags.
+//! - [`DeltaFifo::has_synced`] turns true once every delta of the first complete list has been popped
+//!   **and processed** (its [`Popped`] guard dropped).
+//! - [`Popped::caught_up_resource_version`] says when the store, once the popped deltas are applied,
+//!   is exactly the server's state at a resourceVersion (nothing else pending, no relist running);
+//!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.
+//!
+//! # Concurrency
+//! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and never
+//! wait for the consumer (see `inbox.rs` for the wake-up protocol and its orderings; `relist_page`
+//! also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
+//! state outright, so coalescing takes no lock at all. Before handing out a key it drains the inbox
+//! (up to [`DRAIN_BATCH`] inputs per pop), so the store it compares against always reflects every
+//! delta it handed out before (the previous [`Popped`] must be dropped before the next pop; the
+//! borrow checker enforces it).
+//!
+//! Memory: the coalesced state is O(distinct keys). Raw inputs not yet drained are bounded by what
+//! producers push between two pops (while one popped item is processed); a consumer stalled for long
+//! lets that backlog grow, which [`FifoMetrics::backlog`] exposes.
+
+mod delta;
+mod inbox;
+mod pending;
+
+use std::sync::Arc;
+
+#[cfg(informer_loom)]
+use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(informer_loom))]
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use crate::model::Object;
+pub use delta::{DeletedObject, Delta, KnownObjects};
+use inbox::Inbox;
+use pending::Pending;
+
+/// Most raw inputs the consumer drains before handing out a key, so a fast producer cannot keep the
+/// consumer draining forever.
+pub const DRAIN_BATCH: usize = 4096;
+
+/// Raw producer input, in push order.
+enum Input<T> {
+    Event(Delta<T>),
+    BeginRelist,
+    Page(Vec<Arc<T>>),
+    EndRelist,
+    Bookmark(String),
+    Close,
+}
+
+/// A snapshot of the fifo's counters.
+///
+/// ```
+/// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+/// let (fifo, _consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+/// assert_eq!(fifo.metrics().received, 0);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FifoMetrics {
+    /// Events and listed objects the consumer has taken in.
+    pub received: u64,
+    /// Inputs merged into an already pending delta.
+    pub coalesced: u64,
+    /// Inputs dropped as duplicates or stale (including unchanged relisted objects).
+    pub dropped_stale: u64,
+    /// Keys pending, as of the consumer's last drain.
+    pub depth: usize,
+    /// Raw inputs pushed but not yet drained by the consumer (approximate while pushes run).
+    pub backlog: usize,
+}
+
+struct Shared<T> {
+    inbox: Inbox<Input<T>>,
+    known: Arc<dyn KnownObjects<T>>,
+    closed: AtomicBool,
+    synced: AtomicBool,
+    drained: AtomicUsize,
+    received: AtomicU64,
+    coalesced: AtomicU64,
+    dropped_stale: AtomicU64,
+    depth: AtomicUsize,
+}
+
+/// The producer handle: cheap to clone, usable from any thread, never blocks on the consumer.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+/// let store = Arc::new(Store::<Pod>::new());
+/// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
+/// let mut p = Pod::default();
+/// (p.metadata.name, p.metadata.resource_version) = ("a".into(), "1".into());
+/// fifo.push(Delta::Added(Arc::new(p.clone())));
+/// p.metadata.resource_version = "2".into();
+/// fifo.push(Delta::Modified(Arc::new(p)));
+/// let popped = consumer.pop().unwrap();
+/// assert!(matches!(popped.deltas()[..], [Delta::Added(ref o)] if o.metadata.resource_version == "2"));
+/// ```
+pub struct DeltaFifo<T> {
+    shared: Arc<Shared<T>>,
+}
+
+impl<T> Clone for DeltaFifo<T> {
+    fn clone(&self) -> Self {
+        DeltaFifo {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T: Object> DeltaFifo<T> {
+    /// A fifo comparing against `known` (normally the store the consumer applies deltas to), and its
+    /// one consumer.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(fifo.is_empty());
+    /// # drop(consumer);
+    /// ```
+    pub fn new(known: Arc<dyn KnownObjects<T>>) -> (DeltaFifo<T>, FifoConsumer<T>) {
+        let shared = Arc::new(Shared {
+            inbox: Inbox::new(),
+            known,
+            closed: AtomicBool::new(false),
+            synced: AtomicBool::new(false),
+            drained: AtomicUsize::new(0),
+            received: AtomicU64::new(0),
+            coalesced: AtomicU64::new(0),
+            dropped_stale: AtomicU64::new(0),
+            depth: AtomicUsize::new(0),
+        });
+        let consumer = FifoConsumer {
+            shared: shared.clone(),
+            pending: Pending::new(),
+            closed: false,
+            newest_rv: String::new(),
+            bookmark_unreported: false,
+        };
+        (DeltaFifo { shared }, consumer)
+    }
+
+    fn send(&self, input: Input<T>) -> bool {
+        // Relaxed: `closed` only gates new input; an input racing with `close` may or may not be
+        // delivered either way, and nothing else is read on the strength of this flag.
+        if self.shared.closed.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.shared.inbox.push(input);
+        true
+    }
+
+    /// Queues a watch event. Returns `false` (and drops it) if the fifo is closed.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(fifo.push(Delta::Added(Arc::new(Pod::default()))));
+    /// fifo.close();
+    /// assert!(!fifo.push(Delta::Added(Arc::new(Pod::default()))));
+    /// ```
+    pub fn push(&self, delta: Delta<T>) -> bool {
+        self.send(Input::Event(delta))
+    }
+
+    /// Starts a relist (client-go's `Replace`, applied page by page).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.begin_relist();
+    /// fifo.relist_page(vec![Arc::new(Pod::default())]);
+    /// fifo.end_relist();
+    /// assert!(!fifo.has_synced());
+    /// drop(consumer.pop().unwrap()); // processed
+    /// assert!(fifo.has_synced());
+    /// ```
+    pub fn begin_relist(&self) -> bool {
+        self.send(Input::BeginRelist)
+    }
+
+    /// One page of the running relist. Objects whose key and resourceVersion equal the stored ones
+    /// are replaced by the store's `Arc` here, so the page's copies are freed at once. (This is the
+    /// one producer path that reads the store: a shard read lock per object, which a consumer's store
+    /// write holds for one map operation. Watch events never touch it.)
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(fifo.relist_page(vec![]));
+    /// ```
+    pub fn relist_page(&self, mut items: Vec<Arc<T>>) -> bool {
+        for item in &mut items {
+            let stored = self.shared.known.get_by_key(&item.meta().key());
+            if let Some(stored) = stored {
+                let rv = &item.meta().resource_version;
+                if !rv.is_empty() && stored.meta().resource_version == *rv {
+                    *item = stored;
+                }
+            }
+        }
+        self.send(Input::Page(items))
+    }
+
+    /// Ends the running relist: keys stored or pending but not listed are deleted with a tombstone.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.begin_relist();
+    /// fifo.end_relist();
+    /// assert!(consumer.try_pop().is_none()); // drains: an empty first list syncs at once
+    /// assert!(fifo.has_synced());
+    /// ```
+    pub fn end_relist(&self) -> bool {
+        self.send(Input::EndRelist)
+    }
+
+    /// Reports that the watch reached resourceVersion `rv` (a BOOKMARK, or the list's version after
+    /// [`end_relist`](Self::end_relist)). Once nothing is pending the consumer reports it through
+    /// [`Popped::caught_up_resource_version`], if need be with a pop that carries no deltas.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.bookmark("42");
+    /// let p = consumer.try_pop().unwrap();
+    /// assert!(p.deltas().is_empty());
+    /// assert_eq!(p.caught_up_resource_version(), Some("42"));
+    /// ```
+    pub fn bookmark(&self, rv: &str) -> bool {
+        self.send(Input::Bookmark(rv.to_string()))
+    }
+
+    /// Closes the fifo: later pushes are refused; what was pushed before is still popped, then `pop`
+    /// returns `None`. Dropping the [`FifoConsumer`] also refuses further pushes.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.close();
+    /// assert!(consumer.pop().is_none());
+    /// ```
+    pub fn close(&self) {
+        // Relaxed: see `send`. The wake-up is carried by the `Close` input itself.
+        if !self.shared.closed.swap(true, Ordering::Relaxed) {
+            self.shared.inbox.push(Input::Close);
+        }
+    }
+
+    /// Whether every delta of the first complete list has been popped and processed.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(!fifo.has_synced());
+    /// ```
+    pub fn has_synced(&self) -> bool {
+        // Acquire: pairs with the consumer's Release store, so a caller that sees `true` also sees
+        // every store write the consumer made while processing the first list.
+        self.shared.synced.load(Ordering::Acquire)
+    }
+
+    /// Keys pending plus raw inputs not yet drained (an upper bound while pushes run; exact when
+    /// quiescent and drained).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.push(Delta::Added(Arc::new(Pod::default())));
+    /// assert_eq!(fifo.len(), 1);
+    /// ```
+    pub fn len(&self) -> usize {
+        let m = self.metrics();
+        m.depth + m.backlog
+    }
+
+    /// Whether nothing is pending or undrained.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// assert!(DeltaFifo::new(Arc::new(Store::<Pod>::new())).0.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The counters.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// assert_eq!(DeltaFifo::new(Arc::new(Store::<Pod>::new())).0.metrics().depth, 0);
+    /// ```
+    pub fn metrics(&self) -> FifoMetrics {
+        let s = &self.shared;
+        // Relaxed throughout: statistics, each written by the consumer alone.
+        FifoMetrics {
+            received: s.received.load(Ordering::Relaxed),
+            coalesced: s.coalesced.load(Ordering::Relaxed),
+            dropped_stale: s.dropped_stale.load(Ordering::Relaxed),
+            depth: s.depth.load(Ordering::Relaxed),
+            backlog: s
+                .inbox
+                .pushed()
+                .saturating_sub(s.drained.load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// The single consumer. Pops coalesced deltas in order; see the module docs.
+pub struct FifoConsumer<T> {
+    shared: Arc<Shared<T>>,
+    pending: Pending<T>,
+    /// The `Close` marker has been drained.
+    closed: bool,
+    /// resourceVersion of the newest event or bookmark drained.
+    newest_rv: String,
+    /// A bookmark was drained and not yet reported by a pop.
+    bookmark_unreported: bool,
+}
+
+/// A popped key: its one or two deltas, in order. Dropping it marks it processed (for
+/// [`DeltaFifo::has_synced`]); apply it to the store and notify handlers first.
+///
+/// A pop with no deltas (and an empty key) only reports that the store is caught up with a
+/// bookmark: see [`caught_up_resource_version`](Self::caught_up_resource_version).
+///
+/// ```
+/// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+/// let store = Arc::new(Store::<Pod>::new());
+/// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
+/// fifo.push(Delta::Added(Arc::new(Pod::default())));
+/// let popped = consumer.pop().unwrap();
+/// for d in popped.deltas() {
+///     let _old = store.apply(d);
+/// }
+/// assert!(!popped.in_initial_list());
+/// ```
+pub struct Popped<'a, T: Object> {
+    consumer: &'a mut FifoConsumer<T>,
+    key: Arc<str>,
+    deltas: PoppedDeltas<T>,
+    initial: bool,
+    caught_up: Option<String>,
+}
+
+/// The deltas of a pop, inline (a pop allocates nothing).
+enum PoppedDeltas<T> {
+    None,
+    One([Delta<T>; 1]),
+    Two([Delta<T>; 2]),
+}
+
+impl<T: Object> Popped<'_, T> {
+    /// The cache key.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// # let mut p = Pod::default(); p.metadata.name = "a".into();
+    /// fifo.push(Delta::Added(Arc::new(p)));
+    /// assert_eq!(consumer.pop().unwrap().key(), "a");
+    /// ```
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The deltas, oldest first: one, or `[Deleted(x), Added(y)]` for a re-create.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.push(Delta::Added(Arc::new(Pod::default())));
+    /// assert_eq!(consumer.pop().unwrap().deltas().len(), 1);
+    /// ```
+    pub fn deltas(&self) -> &[Delta<T>] {
+        match &self.deltas {
+            PoppedDeltas::None => &[],
+            PoppedDeltas::One(d) => d,
+            PoppedDeltas::Two(d) => d,
+        }
+    }
+
+    /// Whether this key is part of the first complete list (handlers' `on_add(obj, true)`).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.begin_relist();
+    /// fifo.relist_page(vec![Arc::new(Pod::default())]);
+    /// assert!(consumer.pop().unwrap().in_initial_list());
+    /// ```
+    pub fn in_initial_list(&self) -> bool {
+        self.initial
+    }
+
+    /// `Some(rv)` when nothing else was pending: once these deltas are applied, the store is exactly
+    /// the server's state at `rv` (the newest event or bookmark taken in; informer-design §5, for
+    /// [`Store::set_last_applied_resource_version`](crate::store::Store::set_last_applied_resource_version)).
+    /// `None` while a relist is running or other keys are pending.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let mut p = Pod::default();
+    /// (p.metadata.name, p.metadata.resource_version) = ("a".into(), "7".into());
+    /// fifo.push(Delta::Added(Arc::new(p)));
+    /// assert_eq!(consumer.pop().unwrap().caught_up_resource_version(), Some("7"));
+    /// ```
+    pub fn caught_up_resource_version(&self) -> Option<&str> {
+        self.caught_up.as_deref()
+    }
+}
+
+impl<T: Object> Drop for Popped<'_, T> {
+    fn drop(&mut self) {
+        if self.initial {
+            let p = &mut self.consumer.pending;
+            p.initial_outstanding -= 1;
+            self.consumer.publish();
+        }
+    }
+}
+
+impl<T> Drop for FifoConsumer<T> {
+    fn drop(&mut self) {
+        // Nobody will drain the inbox any more: refuse further input so it cannot grow. Relaxed: see
+        // `DeltaFifo::send`.
+        self.shared.closed.store(true, Ordering::Relaxed);
+    }
+}
+
+impl<T: Object> FifoConsumer<T> {
+    /// Drains up to [`DRAIN_BATCH`] raw inputs into the coalescing state; returns how many.
+    fn drain(&mut self) -> usize {
+        let known = &*self.shared.known;
+        let mut n = 0;
+        while n < DRAIN_BATCH {
+            let Some(input) = self.shared.inbox.try_pop() else {
+                break;
+            };
+            n += 1;
+            match input {
+                Input::Event(d) => {
+                    let tombstone = matches!(d, Delta::Deleted(DeletedObject::Tombstone { .. }));
+                    if !tombstone && !d.resource_version().is_empty() {
+                        self.newest_rv.clear();
+                        self.newest_rv.push_str(d.resource_version());
+                    }
+                    self.pending.event(d, known)
+                }
+                Input::Bookmark(rv) => {
+                    self.newest_rv = rv;
+                    self.bookmark_unreported = true;
+                }
+                Input::BeginRelist => self.pending.begin_relist(),
+                Input::Page(items) => {
+                    for obj in items {
+                        self.pending.listed(obj, known);
+                    }
+                }
+                Input::EndRelist => {
+                    self.pending.end_relist(known);
+                }
+                // Everything pushed before `close` was pushed before this marker: drained already.
+                Input::Close => self.closed = true,
+            }
+        }
+        if n > 0 {
+            // Relaxed: statistic (see `FifoMetrics::backlog`), single writer.
+            let drained = self.shared.drained.load(Ordering::Relaxed);
+            self.shared.drained.store(drained + n, Ordering::Relaxed);
+            self.publish();
+        }
+        n
+    }
+
+    /// Publishes counters and, once reached, the synced state.
+    fn publish(&self) {
+        let (s, p) = (&self.shared, &self.pending);
+        // Relaxed: statistics, single writer (this consumer).
+        s.received.store(p.counters.received, Ordering::Relaxed);
+        s.coalesced.store(p.counters.coalesced, Ordering::Relaxed);
+        s.dropped_stale
+            .store(p.counters.dropped_stale, Ordering::Relaxed);
+        s.depth.store(p.len(), Ordering::Relaxed);
+        if p.synced() {
+            // Release: everything this consumer did before (store writes while processing the first
+            // list) happens-before a `has_synced` Acquire load that reads `true`.
+            s.synced.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether `take` has something to hand out: a pending key, or an unreported bookmark.
+    fn ready(&self) -> bool {
+        self.pending.len() > 0 || (self.bookmark_unreported && !self.pending.relist_running())
+    }
+
+    fn take(&mut self) -> Option<Popped<'_, T>> {
+        let (key, deltas, initial) = match self.pending.pop_front() {
+            Some((key, entry)) => {
+                let deltas = match entry.second {
+                    None => PoppedDeltas::One([entry.first]),
+                    Some(second) => PoppedDeltas::Two([entry.first, second]),
+                };
+                (key, deltas, entry.initial)
+            }
+            None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
+            None => return None,
+        };
+        let caught_up =
+            self.pending.len() == 0 && !self.pending.relist_running() && !self.newest_rv.is_empty();
+        let caught_up = caught_up.then(|| self.newest_rv.clone());
+        if caught_up.is_some() {
+            self.bookmark_unreported = false;
+        }
+        self.publish();
+        Some(Popped {
+            consumer: self,
+            key,
+            deltas,
+            initial,
+            caught_up,
+        })
+    }
+
+    /// Pops the oldest pending key without waiting (after draining what has arrived).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (_fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(consumer.try_pop().is_none());
+    /// ```
+    pub fn try_pop(&mut self) -> Option<Popped<'_, T>> {
+        self.drain();
+        self.take()
+    }
+
+    /// Pops the oldest pending key, blocking the thread while nothing is pending. `None` once the
+    /// fifo is closed and everything pushed before was popped.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let producer = std::thread::spawn(move || {
+    ///     fifo.push(Delta::Added(Arc::new(Pod::default())));
+    ///     fifo.close();
+    /// });
+    /// let mut n = 0;
+    /// while let Some(_p) = consumer.pop() { n += 1; }
+    /// assert_eq!(n, 1);
+    /// producer.join().unwrap();
+    /// ```
+    pub fn pop(&mut self) -> Option<Popped<'_, T>> {
+        loop {
+            self.drain();
+            if self.ready() {
+                return self.take();
+            }
+            if self.closed {
+                return None;
+            }
+            let ticket = self.shared.inbox.prepare_wait();
+            // Step (b) of the inbox protocol: look again after registering.
+            if !self.shared.inbox.is_empty() {
+                continue;
+            }
+            ticket.wait();
+        }
+    }
+
+    /// Like [`pop`](Self::pop), waiting asynchronously. Cancel-safe: dropping the future loses
+    /// nothing.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// tokio::spawn(async move { fifo.push(Delta::Added(Arc::new(Pod::default()))); });
+    /// assert!(consumer.pop_async().await.is_some());
+    /// # });
+    /// ```
+    #[cfg(not(informer_loom))]
+    pub async fn pop_async(&mut self) -> Option<Popped<'_, T>> {
+        loop {
+            self.drain();
+            if self.ready() {
+                return self.take();
+            }
+            if self.closed {
+                return None;
+            }
+            let ticket = self.shared.inbox.prepare_wait();
+            if !self.shared.inbox.is_empty() {
+                continue;
+            }
+            ticket.wait_async().await;
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Event handlers and their queues.
+//!
+//! Every handler has its own queue and its own thread, so a slow or panicking handler delays only
+//! itself. The queue coalesces per key (informer-design §6): while a key waits, newer notifications
+//! for it merge into the waiting one, so a handler that falls behind receives fewer, newer
+//! notifications, and its queue holds at most two per key (a delete and a re-create): its memory is
+//! O(keys), whatever the event rate.
+//!
+//! | waiting \ new | Add(y)            | Update(_, y)   | Delete(d) |
+//! |---------------|-------------------|----------------|-----------|
+//! | Add(x)        | Add(y)            | Add(y)         | nothing (the handler never heard of x) |
+//! | Update(o, x)  | Update(o, y)      | Update(o, y)   | Delete(d) |
+//! | Delete(d)     | Delete(d), Add(y) | Delete(d), Add(y) | Delete(d') |
+
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::Object;
+use crate::fifo::DeletedObject;
+
+/// Receives an informer's notifications. Every method has an empty default.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer::{Pod, informer::EventHandler, fifo::DeletedObject};
+/// struct Log;
+/// impl EventHandler<Pod> for Log {
+///     fn on_add(&self, pod: &Arc<Pod>, in_initial_list: bool) {
+///         println!("add {} (initial: {in_initial_list})", pod.metadata.name);
+///     }
+///     fn on_delete(&self, pod: &DeletedObject<Pod>) {
+///         println!("delete {}", pod.key());
+///     }
+/// }
+/// ```
+pub trait EventHandler<T>: Send + Sync + 'static {
+    /// A new object; `in_initial_list` is true for objects of the first list (or, for a handler
+    /// added later, for the objects the store held when it was added).
+    fn on_add(&self, obj: &Arc<T>, in_initial_list: bool) {
+        let _ = (obj, in_initial_list);
+    }
+    /// A changed object (or, on resync, an unchanged one: `old` and `new` then have the same
+    /// resourceVersion).
+    fn on_update(&self, old: &Arc<T>, new: &Arc<T>) {
+        let _ = (old, new);
+    }
+    /// A deleted object: its final state, or a tombstone when a relist found it gone.
+    fn on_delete(&self, obj: &DeletedObject<T>) {
+        let _ = obj;
+    }
+}
+
+/// A handler made of closures; unset ones do nothing.
+///
+/// ```
+/// use informer::{Pod, informer::HandlerFns};
+/// let h = HandlerFns::<Pod>::new().on_add(|pod, _| println!("{}", pod.metadata.name));
+/// # let _ = h;
+/// ```
+#[allow(clippy::type_complexity)]
+pub struct HandlerFns<T> {
+    add: Option<Box<dyn Fn(&Arc<T>, bool) + Send + Sync>>,
+    update: Option<Box<dyn Fn(&Arc<T>, &Arc<T>) + Send + Sync>>,
+    delete: Option<Box<dyn Fn(&DeletedObject<T>) + Send + Sync>>,
+}
+
+impl<T> Default for HandlerFns<T> {
+    fn default() -> Self {
+        HandlerFns {
+            add: None,
+            update: None,
+            delete: None,
+        }
+    }
+}
+
+impl<T> HandlerFns<T> {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn on_add(mut self, f: impl Fn(&Arc<T>, bool) + Send + Sync + 'static) -> Self {
+        self.add = Some(Box::new(f));
+        self
+    }
+    pub fn on_update(mut self, f: impl Fn(&Arc<T>, &Arc<T>) + Send + Sync + 'static) -> Self {
+        self.update = Some(Box::new(f));
+        self
+    }
+    pub fn on_delete(mut self, f: impl Fn(&DeletedObject<T>) + Send + Sync + 'static) -> Self {
+        self.delete = Some(Box::new(f));
+        self
+    }
+}
+
+impl<T: Send + Sync + 'static> EventHandler<T> for HandlerFns<T> {
+    fn on_add(&self, obj: &Arc<T>, initial: bool) {
+        if let Some(f) = &self.add {
+            f(obj, initial)
+        }
+    }
+    fn on_update(&self, old: &Arc<T>, new: &Arc<T>) {
+        if let Some(f) = &self.update {
+            f(old, new)
+        }
+    }
+    fn on_delete(&self, obj: &DeletedObject<T>) {
+        if let Some(f) = &self.delete {
+            f(obj)
+        }
+    }
+}
+
+/// One notification waiting for a handler.
+pub(crate) enum Notification<T> {
+    Add { obj: Arc<T>, initial: bool },
+    Update { old: Arc<T>, new: Arc<T> },
+    Delete(DeletedObject<T>),
+}
+
+impl<T> Notification<T> {
+    fn is_initial(&self) -> bool {
+        matches!(self, Notification::Add { initial: true, .. })
+    }
+}
+
+/// What merging a new notification into a waiting one gives.
+enum Merged<T> {
+    One(Notification<T>),
+    /// Both stay, in order (a delete, then a re-create).
+    Both(Notification<T>, Notification<T>),
+    Nothing,
+}
+
+/// The coalescing table of the module docs.
+fn merge<T>(waiting: Notification<T>, new: Notification<T>) -> Merged<T> {
+    use Notification::*;
+    match (waiting, new) {
+        (Add { initial, .. }, Add { obj, .. } | Update { new: obj, .. }) => {
+            Merged::One(Add { obj, initial })
+        }
+        (Add { .. }, Delete(_)) => Merged::Nothing,
+        (Update { old, .. }, Add { obj: new, .. } | Update { new, .. }) => {
+            Merged::One(Update { old, new })
+        }
+        (Update { .. }, Delete(d)) => Merged::One(Delete(d)),
+        (Delete(d), Add { obj, initial }) => Merged::Both(Delete(d), Add { obj, initial }),
+        (Delete(d), Update { new, .. }) => Merged::Both(
+            Delete(d),
+            Add {
+                obj: new,
+                initial: false,
+            },
+        ),
+        (Delete(_), Delete(d)) => Merged::One(Delete(d)),
+    }
+}
+
+/// The notifications waiting for one key: at most two (a delete, then a re-create).
+enum Entry<T> {
+    /// Everything queued for the key cancelled out (an add, then its delete); the key keeps its
+    /// place in `order` so that `order` never holds a key twice.
+    Empty,
+    One(Notification<T>),
+    Two(Notification<T>, Notification<T>),
+}
+
+impl<T> Entry<T> {
+    fn initial_count(&self) -> usize {
+        match self {
+            Entry::Empty => 0,
+            Entry::One(a) => usize::from(a.is_initial()),
+            Entry::Two(a, b) => usize::from(a.is_initial()) + usize::from(b.is_initial()),
+        }
+    }
+}
+
+/// A handler's queue: keys in the order they first became pending, one entry per key.
+///
+/// Invariant: every key of `waiting` is in `order` exactly once, and the other way round; so both
+/// hold at most one element per key.
+pub(crate) struct Queue<T> {
+    order: VecDeque<Arc<str>>,
+    waiting: HashMap<Arc<str>, Entry<T>>,
+    /// Initial notifications queued but not yet delivered.
+    initial_outstanding: usize,
+    /// Notifications merged into waiting ones.
+    coalesced: u64,
+    closed: bool,
+}
+
+impl<T> Queue<T> {
+    fn new() -> Self {
+        Queue {
+            order: VecDeque::new(),
+            waiting: HashMap::new(),
+            initial_outstanding: 0,
+            coalesced: 0,
+            closed: false,
+        }
+    }
+
+    pub(crate) fn push(&mut self, key: &str, n: Notification<T>) {
+        let Some(entry) = self.waiting.get_mut(key) else {
+            self.initial_outstanding += usize::from(n.is_initial());
+            let key: Arc<str> = Arc::from(key);
+            self.order.push_back(key.clone());
+            self.waiting.insert(key, Entry::One(n));
+            return;
+        };
+        let before = entry.initial_count();
+        let merged = match std::mem::replace(entry, Entry::Empty) {
+            Entry::Empty => Entry::One(n),
+            Entry::One(waiting) => {
+                self.coalesced += 1;
+                match merge(waiting, n) {
+                    Merged::One(a) => Entry::One(a),
+                    Merged::Both(a, b) => Entry::Two(a, b),
+                    Merged::Nothing => Entry::Empty,
+                }
+            }
+            Entry::Two(delete, waiting) => {
+                // `delete` stays first; the re-create absorbs the new notification.
+                self.coalesced += 1;
+                match merge(waiting, n) {
+                    Merged::One(a) => Entry::Two(delete, a),
+                    Merged::Both(_, b) => Entry::Two(delete, b), // (add, delete, add): one delete is enough
+                    Merged::Nothing => Entry::One(delete),
+                }
+            }
+        };
+        self.initial_outstanding = self.initial_outstanding + merged.initial_count() - before;
+        *entry = merged;
+    }
+
+    /// The oldest waiting notification.
+    fn pop(&mut self) -> Option<Notification<T>> {
+        while let Some(key) = self.order.pop_front() {
+            match self.waiting.remove(&key) {
+                Some(Entry::One(a)) => return Some(a),
+                Some(Entry::Two(a, b)) => {
+                    // The re-create waits at the front, keeping its key's place.
+                    self.order.push_front(key.clone());
+                    self.waiting.insert(key, Entry::One(b));
+                    return Some(a);
+                }
+                Some(Entry::Empty) | None => continue,
+            }
+        }
+        None
+    }
+
+    pub(crate) fn contains(&self, key: &str) -> bool {
+        matches!(self.waiting.get(key), Some(Entry::One(_) | Entry::Two(..)))
+    }
+
+    fn len(&self) -> usize {
+        self.waiting.len()
+    }
+}
+
+/// Counters of one handler.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandlerMetrics {
+    /// Keys with notifications waiting.
+    pub depth: usize,
+    /// Notifications delivered.
+    pub delivered: u64,
+    /// Notifications merged into waiting ones.
+    pub coalesced: u64,
+    /// Calls that panicked (caught; the handler goes on with the next notification).
+    pub panics: u64,
+}
+
+/// Produces resync notifications for a handler: called from its thread when a resync is due.
+pub(crate) type ResyncFn<T> = Box<dyn Fn(&Slot<T>) + Send + Sync>;
+
+/// A registered handler: its queue and its counters. Its thread holds an `Arc` to it.
+pub(crate) struct Slot<T> {
+    pub(crate) id: u64,
+    queue: Mutex<Queue<T>>,
+    ready: Condvar,
+    handler: Box<dyn EventHandler<T>>,
+    delivered: AtomicU64,
+    panics: AtomicU64,
+}
+
+impl<T: Object> Slot<T> {
+    pub(crate) fn new(id: u64, handler: Box<dyn EventHandler<T>>) -> Arc<Slot<T>> {
+        Arc::new(Slot {
+            id,
+            queue: Mutex::new(Queue::new()),
+            ready: Condvar::new(),
+            handler,
+            delivered: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+        })
+    }
+
+    /// Queues a notification; never waits for the handler.
+    pub(crate) fn notify(&self, key: &str, n: Notification<T>) {
+        self.queue.lock().unwrap().push(key, n);
+        self.ready.notify_one();
+    }
+
+    /// Runs `f` with the queue locked (to queue several notifications at once).
+    pub(crate) fn with_queue<R>(&self, f: impl FnOnce(&mut Queue<T>) -> R) -> R {
+        let r = f(&mut self.queue.lock().unwrap());
+        self.ready.notify_one();
+        r
+    }
+
+    /// Stops the handler's thread once it finishes the current call; waiting notifications are
+    /// dropped.
+    pub(crate) fn close(&self) {
+        self.queue.lock().unwrap().closed = true;
+        self.ready.notify_one();
+    }
+
+    /// Synced: the informer handed out its whole first list (`informer_synced`), so every initial
+    /// notification has been queued, and none is waiting or being delivered.
+    pub(crate) fn has_synced(&self, informer_synced: bool) -> bool {
+        informer_synced && self.queue.lock().unwrap().initial_outstanding == 0
+    }
+
+    pub(crate) fn metrics(&self) -> HandlerMetrics {
+        let q = self.queue.lock().unwrap();
+        HandlerMetrics {
+            depth: q.len(),
+            delivered: self.delivered.load(Ordering::Relaxed),
+            coalesced: q.coalesced,
+            panics: self.panics.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The handler thread: delivers notifications in order until closed, and resyncs when due.
+    pub(crate) fn run(self: Arc<Self>, resync: Option<(Duration, ResyncFn<T>)>) {
+        let mut next_resync = resync.as_ref().map(|(period, _)| Instant::now() + *period);
+        loop {
+            let notification = {
+                let mut q = self.queue.lock().unwrap();
+                loop {
+                    if q.closed {
+                        return;
+                    }
+                    if let (Some(at), Some((period, f))) = (next_resync, &resync) {
+                        if Instant::now() >= at {
+                            drop(q);
+                            f(&self);
+                            next_resync = Some(Instant::now() + *period);
+                            q = self.queue.lock().unwrap();
+                            continue;
+                        }
+                    }
+                    if let Some(n) = q.pop() {
+                        break n;
+                    }
+                    q = match next_resync {
+                        Some(at) => {
+                            let wait = at.saturating_duration_since(Instant::now());
+                            self.ready.wait_timeout(q, wait).unwrap().0
+                        }
+                        None => self.ready.wait(q).unwrap(),
+                    };
+                }
+            };
+            let initial = notification.is_initial();
+            let result = catch_unwind(AssertUnwindSafe(|| match &notification {
+                Notification::Add { obj, initial } => self.handler.on_add(obj, *initial),
+                Notification::Update { old, new } => self.handler.on_update(old, new),
+                Notification::Delete(d) => self.handler.on_delete(d),
+            }));
+            // Relaxed: counters for metrics only; nothing is ordered by them.
+            self.delivered.fetch_add(1, Ordering::Relaxed);
+            if result.is_err() {
+                self.panics.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    handler = self.id,
+                    "an event handler panicked; it goes on with the next event"
+                );
+            }
+            if initial {
+                // Counted down only after the call returned: has_synced means "handled".
+                self.queue.lock().unwrap().initial_outstanding -= 1;
+            }
+        }
+    }
+}

@@ -1,0 +1,778 @@
+//! The Reflector: keeps a [`DeltaFifo`] fed with the apiserver's state of one resource.
+//!
+//! It LISTs (page by page, or as a streaming list), then WATCHes from the list's resourceVersion,
+//! and keeps doing so for ever: a watch that ends cleanly is resumed from the last resourceVersion
+//! seen, an expired one (410) leads to a relist, and failures back off with jitter. It never gives
+//! up on its own; every failure is reported through [`ReflectorOptions::on_error`] and the
+//! [`Health`] snapshot.
+//!
+//! # The life cycle
+//!
+//! One [`State`] enum, one transition per step (see [`Reflector::step`]):
+//!
+//! ```text
+//!            +-----------------------------------------------+
+//!            v                                               |
+//!   Relist --(streaming list synced)--> Watching --(clean end / cut)--> Watch
+//!     |  ^                                 |  ^                           |
+//!     |  +--(410, decode error)-- Backoff <-+  +------(watch opened)-------+
+//!     |                              ^                                    |
+//!     +--(LIST done)--> Watch -------+--(429, refused: same RV)-----------+
+//! ```
+//!
+//! * `Relist`: streaming list (`sendInitialEvents=true`) where the server supports it (the first
+//!   `422 Invalid` turns it off for good: older servers reject it), else a paginated LIST. The list's
+//!   resourceVersion follows client-go (R5): `"0"` the first time (the watch cache serves it), the last
+//!   seen version afterwards (not older than it), and `""` (a consistent read) once that version is
+//!   known to be gone.
+//! * `Watch`: a WATCH from the last seen version, with bookmarks and a random `timeoutSeconds`.
+//! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
+//!   included. A watch silent for longer than the idle limit is treated as dead.
+//! * `Backoff`: 0.8 s doubling to 30 s, each delay stretched by a random factor in [1, 2), reset after
+//!   2 minutes; a server's Retry-After is honoured when longer.
+//!
+//! Where we differ from client-go, on purpose: a very short watch (under a second, no events) is
+//! retried after a backoff *from the same version* instead of relisting, since the version is still
+//! good (a 410 would say otherwise); and the streaming-list fallback is remembered.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::Object;
+use crate::client::{Api, ListParams, VersionMatch, WatchParams};
+use crate::error::Error;
+use crate::fifo::{DeletedObject, Delta, DeltaFifo};
+use crate::watch::{WatchEvent, WatchStream};
+
+/// A function applied to every object once, before it is queued (e.g. drop managedFields).
+pub type Transform<T> = Arc<dyn Fn(T) -> T + Send + Sync>;
+
+/// Called with every failure the reflector meets (it keeps going after each).
+pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// How a reflector lists and watches. The defaults are client-go's.
+///
+/// ```
+/// let o = informer::reflector::ReflectorOptions::default();
+/// assert_eq!(o.page_size, 500);
+/// assert!(o.bookmarks);
+/// ```
+#[derive(Clone)]
+pub struct ReflectorOptions {
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    /// LIST page size (client-go: 500).
+    pub page_size: u32,
+    /// Ask for BOOKMARK events.
+    pub bookmarks: bool,
+    /// Watches ask for a random `timeoutSeconds` in `[min, 2 * min)` (client-go: 5 min).
+    pub min_watch_timeout: Duration,
+    /// A watch with no bytes for this long is dead; `None` means `2 * min_watch_timeout + 30 s`.
+    pub idle_timeout: Option<Duration>,
+    /// Try streaming lists first (falls back to LIST when the server refuses).
+    pub streaming_list: bool,
+    pub backoff: BackoffOptions,
+    pub on_error: Option<ErrorCallback>,
+}
+
+impl Default for ReflectorOptions {
+    fn default() -> Self {
+        ReflectorOptions {
+            label_selector: None,
+            field_selector: None,
+            page_size: 500,
+            bookmarks: true,
+            min_watch_timeout: Duration::from_secs(300),
+            idle_timeout: None,
+            streaming_list: true,
+            backoff: BackoffOptions::default(),
+            on_error: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ReflectorOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReflectorOptions")
+            .field("label_selector", &self.label_selector)
+            .field("field_selector", &self.field_selector)
+            .field("page_size", &self.page_size)
+            .field("bookmarks", &self.bookmarks)
+            .field("min_watch_timeout", &self.min_watch_timeout)
+            .field("streaming_list", &self.streaming_list)
+            .field("backoff", &self.backoff)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The reflector's backoff (client-go R2/R3).
+#[derive(Clone, Debug)]
+pub struct BackoffOptions {
+    pub initial: Duration,
+    pub max: Duration,
+    /// Each delay is `d * (1 + jitter * rand[0,1))`.
+    pub jitter: f64,
+    /// The backoff starts over when this long has passed since it last did.
+    pub reset_after: Duration,
+}
+
+impl Default for BackoffOptions {
+    fn default() -> Self {
+        BackoffOptions {
+            initial: Duration::from_millis(800),
+            max: Duration::from_secs(30),
+            jitter: 1.0,
+            reset_after: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Jittered exponential backoff with a periodic reset.
+///
+/// ```
+/// use informer::reflector::{Backoff, BackoffOptions};
+/// let mut b = Backoff::new(BackoffOptions { jitter: 0.0, ..Default::default() }, 1);
+/// let delays: Vec<f64> = (0..8).map(|_| b.next_delay().as_secs_f64()).collect();
+/// assert_eq!(delays, [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]);
+/// ```
+#[derive(Debug)]
+pub struct Backoff {
+    options: BackoffOptions,
+    current: Duration,
+    last_reset: Instant,
+    rng: fastrand::Rng,
+}
+
+impl Backoff {
+    /// A backoff with its own random generator, seeded for reproducible tests.
+    pub fn new(options: BackoffOptions, seed: u64) -> Backoff {
+        Backoff {
+            current: options.initial,
+            options,
+            last_reset: Instant::now(),
+            rng: fastrand::Rng::with_seed(seed),
+        }
+    }
+
+    /// The next delay.
+    pub fn next_delay(&mut self) -> Duration {
+        if self.last_reset.elapsed() > self.options.reset_after {
+            self.current = self.options.initial;
+            self.last_reset = Instant::now();
+        }
+        let d = self.current;
+        self.current = (d * 2).min(self.options.max);
+        d.mul_f64(1.0 + self.options.jitter * self.rng.f64())
+    }
+}
+
+/// What the reflector is doing, for health checks and dashboards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Listing (or streaming the initial list).
+    Listing,
+    /// A watch is open.
+    Watching,
+    /// Waiting after a failure.
+    BackingOff,
+    /// Stopped (shut down, or the consumer went away).
+    Stopped,
+}
+
+/// A snapshot of the reflector's health and counters.
+#[derive(Clone, Debug)]
+pub struct Health {
+    pub phase: Phase,
+    /// The newest resourceVersion seen (list, event or bookmark).
+    pub resource_version: String,
+    /// Failures since the last successful list or watch event.
+    pub consecutive_failures: u32,
+    /// The last failure, as a message.
+    pub last_error: Option<String>,
+    /// When the last watch event (bookmarks included) arrived.
+    pub last_event: Option<Instant>,
+    /// Completed lists (streaming or paginated), the first one included.
+    pub lists: u64,
+    /// Watches opened.
+    pub watches: u64,
+    /// Watch events received (bookmarks included).
+    pub events: u64,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            phase: Phase::Listing,
+            resource_version: String::new(),
+            consecutive_failures: 0,
+            last_error: None,
+            last_event: None,
+            lists: 0,
+            watches: 0,
+            events: 0,
+        }
+    }
+}
+
+/// The reflector's life cycle; see the [module docs](self).
+enum State<T> {
+    /// (Re)build the cache: streaming list, or paginated LIST.
+    Relist,
+    /// Open a watch from the last seen resourceVersion.
+    Watch,
+    /// A watch is open; `opened` and `events` detect very short watches.
+    Watching {
+        stream: WatchStream<T>,
+        opened: Instant,
+        events: u64,
+    },
+    /// Wait, then go on with `next` (`Relist` or `Watch`).
+    Backoff {
+        delay: Duration,
+        next: Box<State<T>>,
+    },
+    /// The consumer is gone; nothing more to do.
+    Stopped,
+}
+
+/// What a watch event leads to.
+enum Handled<T> {
+    /// Keep reading the watch.
+    Continue,
+    /// The watch is over; go on with this state.
+    Then(State<T>),
+}
+
+/// Lists and watches one resource into a [`DeltaFifo`]. See the [module docs](self).
+pub struct Reflector<T> {
+    api: Api<T>,
+    fifo: DeltaFifo<T>,
+    options: ReflectorOptions,
+    transform: Option<Transform<T>>,
+    health: Arc<Mutex<Health>>,
+    backoff: Backoff,
+    rng: fastrand::Rng,
+    /// The resourceVersion to resume from (client-go's `lastSyncResourceVersion`).
+    last_rv: String,
+    /// `last_rv` is known to be gone: the next list is a consistent read.
+    rv_unavailable: bool,
+    /// An RV="0" list came back paginated: the watch cache is off, keep paginating.
+    paginated_result: bool,
+    /// The server refused streaming lists; don't ask again.
+    streaming_unsupported: bool,
+    /// The last streaming list failed: use LIST for the next relist only (WL8).
+    list_fallback_once: bool,
+}
+
+impl<T: Object + Clone> Reflector<T> {
+    /// A reflector for `api` (its resource and namespace) feeding `fifo`.
+    pub fn new(api: Api<T>, fifo: DeltaFifo<T>, options: ReflectorOptions) -> Reflector<T> {
+        let seed = fastrand::u64(..);
+        Reflector {
+            backoff: Backoff::new(options.backoff.clone(), seed),
+            rng: fastrand::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15),
+            api,
+            fifo,
+            options,
+            transform: None,
+            health: Arc::new(Mutex::new(Health::default())),
+            last_rv: String::new(),
+            rv_unavailable: false,
+            paginated_result: false,
+            streaming_unsupported: false,
+            list_fallback_once: false,
+        }
+    }
+
+    /// Applies `f` to every object once, before it is queued.
+    pub fn with_transform(mut self, f: Transform<T>) -> Self {
+        self.transform = Some(f);
+        self
+    }
+
+    /// A handle on the reflector's health, updated as it runs.
+    pub fn health_handle(&self) -> Arc<Mutex<Health>> {
+        self.health.clone()
+    }
+
+    /// Runs until the fifo's consumer goes away (or the future is dropped).
+    pub async fn run(mut self) {
+        let mut state = State::Relist;
+        loop {
+            state = self.step(state).await;
+            if matches!(state, State::Stopped) {
+                self.health.lock().unwrap().phase = Phase::Stopped;
+                return;
+            }
+        }
+    }
+
+    /// One transition of the life cycle.
+    async fn step(&mut self, state: State<T>) -> State<T> {
+        match state {
+            State::Relist => {
+                self.set_phase(Phase::Listing);
+                if self.options.streaming_list
+                    && !self.streaming_unsupported
+                    && !self.list_fallback_once
+                {
+                    self.streaming_list().await
+                } else {
+                    self.list_fallback_once = false;
+                    self.list().await
+                }
+            }
+            State::Watch => self.open_watch().await,
+            State::Watching {
+                mut stream,
+                opened,
+                events,
+            } => {
+                let idle = self
+                    .options
+                    .idle_timeout
+                    .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
+                match tokio::time::timeout(idle, stream.next()).await {
+                    Err(_) => {
+                        self.fail(&Error::Timeout(format!(
+                            "watch sent nothing for {idle:?}; treating it as dead"
+                        )));
+                        State::Watch
+                    }
+                    Ok(Some(Ok(event))) => match self.handle_event(event) {
+                        Handled::Continue => State::Watching {
+                            stream,
+                            opened,
+                            events: events + 1,
+                        },
+                        Handled::Then(next) => next,
+                    },
+                    Ok(Some(Err(e))) => self.watch_failed(e, opened, events),
+                    Ok(None) => self.watch_ended(opened, events),
+                }
+            }
+            State::Backoff { delay, next } => {
+                self.set_phase(Phase::BackingOff);
+                tokio::time::sleep(delay).await;
+                *next
+            }
+            State::Stopped => State::Stopped,
+        }
+    }
+
+    // ----- LIST ------------------------------------------------------------------------------------
+
+    /// The list's resourceVersion (R5).
+    fn relist_version(&self) -> &str {
+        if self.rv_unavailable {
+            ""
+        } else if self.last_rv.is_empty() {
+            "0"
+        } else {
+            &self.last_rv
+        }
+    }
+
+    /// A paginated LIST into the fifo (R5-R11).
+    async fn list(&mut self) -> State<T> {
+        let rv = self.relist_version().to_owned();
+        // R6: with an RV other than "" or "0", a limit would make the read exact (X1): no limit.
+        // With "0" the watch cache ignores the limit anyway (`paginated_result` tells when it did not).
+        let limit = match rv.as_str() {
+            "" | "0" => Some(self.options.page_size),
+            _ => None,
+        };
+        let mut params = ListParams {
+            label_selector: self.options.label_selector.clone(),
+            field_selector: self.options.field_selector.clone(),
+            limit,
+            resource_version: Some(rv.clone()),
+            ..Default::default()
+        };
+        if !self.fifo.begin_relist() {
+            return State::Stopped;
+        }
+        let mut list_rv = None;
+        let mut full_list_retried = false;
+        loop {
+            match self.api.list(&params).await {
+                Ok(page) => {
+                    if list_rv.is_none() {
+                        list_rv = Some(page.metadata.resource_version.clone());
+                        if rv == "0" && !page.metadata.continue_token.is_empty() {
+                            self.paginated_result = true;
+                        }
+                    }
+                    let items = page
+                        .items
+                        .into_iter()
+                        .map(|o| Arc::new(self.transformed(o)))
+                        .collect();
+                    if !self.fifo.relist_page(items) {
+                        return State::Stopped;
+                    }
+                    if page.metadata.continue_token.is_empty() {
+                        break;
+                    }
+                    params.continue_token = Some(page.metadata.continue_token);
+                    params.resource_version = None;
+                    params.version_match = None;
+                }
+                Err(e)
+                    if e.is_expired() && params.continue_token.is_some() && !full_list_retried =>
+                {
+                    // R8: a later page's token expired: one unpaginated list at the original RV.
+                    tracing::debug!(error = %e, "continue token expired; listing without pagination");
+                    full_list_retried = true;
+                    list_rv = None;
+                    params.continue_token = None;
+                    params.limit = None;
+                    params.resource_version = Some(rv.clone());
+                    if !self.fifo.begin_relist() {
+                        return State::Stopped;
+                    }
+                }
+                Err(e) => return self.list_failed(e),
+            }
+        }
+        let list_rv = list_rv.unwrap_or_default();
+        if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
+            return State::Stopped;
+        }
+        self.listed(list_rv);
+        State::Watch
+    }
+
+    /// R9: an expired or too-new version makes the next list a consistent read, at once; anything
+    /// else backs off and relists.
+    fn list_failed(&mut self, e: Error) -> State<T> {
+        self.fail(&e);
+        let too_large = e
+            .status()
+            .is_some_and(|s| s.is_too_large_resource_version());
+        if (e.is_expired() || too_large) && !self.rv_unavailable {
+            self.rv_unavailable = true;
+            return State::Relist;
+        }
+        self.backoff_then(State::Relist, &e)
+    }
+
+    fn listed(&mut self, rv: String) {
+        self.rv_unavailable = false;
+        self.last_rv = rv;
+        let mut h = self.health.lock().unwrap();
+        h.lists += 1;
+        h.resource_version = self.last_rv.clone();
+        h.consecutive_failures = 0;
+    }
+
+    /// A streaming list (WL1-WL9): initial ADDED events are relist pages, the bookmark annotated
+    /// `k8s.io/initial-events-end` ends the list, and the same stream goes on as a normal watch.
+    async fn streaming_list(&mut self) -> State<T> {
+        let rv = if self.rv_unavailable {
+            String::new()
+        } else {
+            self.last_rv.clone()
+        };
+        let params = WatchParams {
+            label_selector: self.options.label_selector.clone(),
+            field_selector: self.options.field_selector.clone(),
+            resource_version: Some(rv),
+            version_match: Some(VersionMatch::NotOlderThan),
+            send_initial_events: Some(true),
+            allow_bookmarks: true,
+            timeout_seconds: Some(self.watch_timeout()),
+        };
+        let mut stream = match self.api.watch(&params).await {
+            Ok(s) => s,
+            Err(e) => return self.streaming_failed(e),
+        };
+        self.health.lock().unwrap().watches += 1;
+        if !self.fifo.begin_relist() {
+            return State::Stopped;
+        }
+        let opened = Instant::now();
+        let mut page: Vec<Arc<T>> = Vec::new();
+        let mut events = 0u64;
+        let idle = self
+            .options
+            .idle_timeout
+            .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
+        loop {
+            let next = match tokio::time::timeout(idle, stream.next()).await {
+                Ok(n) => n,
+                Err(_) => Some(Err(Error::Timeout(format!(
+                    "streaming list sent nothing for {idle:?}"
+                )))),
+            };
+            match next {
+                Some(Ok(event)) => {
+                    events += 1;
+                    self.touch_event();
+                    match event {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                            page.push(Arc::new(self.transformed(o)));
+                            if page.len() >= self.options.page_size as usize
+                                && !self.fifo.relist_page(std::mem::take(&mut page))
+                            {
+                                return State::Stopped;
+                            }
+                        }
+                        WatchEvent::Deleted(o) => {
+                            // Keep the order: what was listed before the delete goes first.
+                            let o = Arc::new(self.transformed(o));
+                            if !self.fifo.relist_page(std::mem::take(&mut page))
+                                || !self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
+                            {
+                                return State::Stopped;
+                            }
+                        }
+                        WatchEvent::Bookmark(b) if b.is_initial_events_end() => {
+                            if !self.fifo.relist_page(page)
+                                || !self.fifo.end_relist()
+                                || !self.fifo.bookmark(&b.resource_version)
+                            {
+                                return State::Stopped;
+                            }
+                            self.listed(b.resource_version);
+                            self.set_phase(Phase::Watching);
+                            return State::Watching {
+                                stream,
+                                opened,
+                                events,
+                            };
+                        }
+                        WatchEvent::Bookmark(_) => {}
+                        WatchEvent::Error(status) => {
+                            return self.streaming_failed(Error::from_status(status));
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    // A cut stream before the bookmark: try again at once (WL6), unless nothing at
+                    // all came, which would loop: then back off.
+                    self.fail(&e);
+                    if matches!(e, Error::Decode { .. } | Error::FrameTooLarge { .. })
+                        || events == 0
+                    {
+                        return self.backoff_then(State::Relist, &e);
+                    }
+                    return State::Relist;
+                }
+                None => {
+                    if events == 0 && opened.elapsed() < Duration::from_secs(1) {
+                        // WL6 + R17: a very short empty stream; the server probably does not
+                        // stream lists the way we asked. Fall back to LIST for this round.
+                        let e =
+                            Error::Timeout("streaming list ended at once with no events".into());
+                        self.fail(&e);
+                        self.list_fallback_once = true;
+                        return State::Relist;
+                    }
+                    return State::Relist;
+                }
+            }
+        }
+    }
+
+    /// WL7: 429 and refused connections retry after a backoff; an expired version retries at once
+    /// with a consistent read; `Invalid`/`BadRequest` (servers without streaming lists) fall back to
+    /// LIST, for good; anything else falls back to LIST for this round.
+    fn streaming_failed(&mut self, e: Error) -> State<T> {
+        self.fail(&e);
+        if e.is_expired()
+            || e.status()
+                .is_some_and(|s| s.is_too_large_resource_version())
+        {
+            if self.rv_unavailable {
+                return self.backoff_then(State::Relist, &e);
+            }
+            self.rv_unavailable = true;
+            return State::Relist;
+        }
+        if is_refused(&e) || e.http_code() == Some(429) {
+            return self.backoff_then(State::Relist, &e);
+        }
+        if matches!(e.http_code(), Some(400 | 422)) {
+            tracing::info!("the server does not support streaming lists; using LIST from now on");
+            self.streaming_unsupported = true;
+        }
+        self.list_fallback_once = true;
+        State::Relist
+    }
+
+    // ----- WATCH -----------------------------------------------------------------------------------
+
+    /// `timeoutSeconds` for the next watch: random in `[min, 2 * min)` (R4).
+    fn watch_timeout(&mut self) -> u32 {
+        let min = self.options.min_watch_timeout.as_secs_f64();
+        (min + self.rng.f64() * min).max(1.0) as u32
+    }
+
+    /// Opens a watch from the last seen version (R13, R19).
+    async fn open_watch(&mut self) -> State<T> {
+        let params = WatchParams {
+            label_selector: self.options.label_selector.clone(),
+            field_selector: self.options.field_selector.clone(),
+            resource_version: Some(self.last_rv.clone()),
+            allow_bookmarks: self.options.bookmarks,
+            timeout_seconds: Some(self.watch_timeout()),
+            ..Default::default()
+        };
+        match self.api.watch(&params).await {
+            Ok(stream) => {
+                self.set_phase(Phase::Watching);
+                self.health.lock().unwrap().watches += 1;
+                State::Watching {
+                    stream,
+                    opened: Instant::now(),
+                    events: 0,
+                }
+            }
+            Err(e) => {
+                self.fail(&e);
+                if is_refused(&e) || e.http_code() == Some(429) {
+                    // R19: the version is still good; try the watch again after a while.
+                    self.backoff_then(State::Watch, &e)
+                } else {
+                    self.backoff_then(State::Relist, &e)
+                }
+            }
+        }
+    }
+
+    /// Queues one event (R15, R16).
+    fn handle_event(&mut self, event: WatchEvent<T>) -> Handled<T> {
+        self.touch_event();
+        let mut bookmark = false;
+        let (delta, rv) = match event {
+            WatchEvent::Added(o) => {
+                let o = Arc::new(self.transformed(o));
+                let rv = o.meta().resource_version.clone();
+                (Some(Delta::Added(o)), rv)
+            }
+            WatchEvent::Modified(o) => {
+                let o = Arc::new(self.transformed(o));
+                let rv = o.meta().resource_version.clone();
+                (Some(Delta::Modified(o)), rv)
+            }
+            WatchEvent::Deleted(o) => {
+                let o = Arc::new(self.transformed(o));
+                let rv = o.meta().resource_version.clone();
+                (Some(Delta::Deleted(DeletedObject::Final(o))), rv)
+            }
+            WatchEvent::Bookmark(b) => {
+                bookmark = true;
+                (None, b.resource_version)
+            }
+            WatchEvent::Error(status) => {
+                let e = Error::from_status(status);
+                self.fail(&e);
+                // R18: an expired watch relists (from the last version, which a LIST may still
+                // serve) after one backoff step; so does any other in-stream error.
+                return Handled::Then(self.backoff_then(State::Relist, &e));
+            }
+        };
+        if let Some(d) = delta {
+            if !self.fifo.push(d) {
+                return Handled::Then(State::Stopped);
+            }
+        }
+        if !rv.is_empty() {
+            self.last_rv = rv;
+            // Events carry their version to the fifo in their object; a bookmark's comes alone.
+            if bookmark && !self.fifo.bookmark(&self.last_rv) {
+                return Handled::Then(State::Stopped);
+            }
+            let mut h = self.health.lock().unwrap();
+            h.resource_version.clone_from(&self.last_rv);
+            h.consecutive_failures = 0;
+        }
+        Handled::Continue
+    }
+
+    /// The body ended cleanly (R17, R18): watch again from the last version, at once, unless the
+    /// watch was very short and empty, which would spin.
+    fn watch_ended(&mut self, opened: Instant, events: u64) -> State<T> {
+        if events == 0 && opened.elapsed() < Duration::from_secs(1) {
+            let e =
+                Error::Timeout("very short watch: ended in under a second with no events".into());
+            self.fail(&e);
+            return self.backoff_then(State::Watch, &e);
+        }
+        State::Watch
+    }
+
+    /// The stream broke (R22): a cut connection re-watches from the last version; an undecodable or
+    /// oversized event means the cache may have missed something, so relist.
+    fn watch_failed(&mut self, e: Error, opened: Instant, events: u64) -> State<T> {
+        self.fail(&e);
+        match e {
+            Error::Decode { .. } | Error::FrameTooLarge { .. } => {
+                self.backoff_then(State::Relist, &e)
+            }
+            _ => self.watch_ended(opened, events),
+        }
+    }
+
+    // ----- helpers ---------------------------------------------------------------------------------
+
+    fn transformed(&self, o: T) -> T {
+        match &self.transform {
+            Some(f) => f(o),
+            None => o,
+        }
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        self.health.lock().unwrap().phase = phase;
+    }
+
+    fn touch_event(&self) {
+        let mut h = self.health.lock().unwrap();
+        h.events += 1;
+        h.last_event = Some(Instant::now());
+    }
+
+    /// Reports a failure to the callback, the health snapshot and the log.
+    fn fail(&self, e: &Error) {
+        tracing::warn!(resource = %self.api.resource().plural, error = %e, "reflector");
+        {
+            let mut h = self.health.lock().unwrap();
+            h.consecutive_failures += 1;
+            h.last_error = Some(e.to_string());
+        }
+        if let Some(cb) = &self.options.on_error {
+            cb(e);
+        }
+    }
+
+    /// Waits a backoff step (or the server's Retry-After, if longer), then goes on with `next`.
+    fn backoff_then(&mut self, next: State<T>, e: &Error) -> State<T> {
+        let mut delay = self.backoff.next_delay();
+        if let Some(secs) = e.retry_after_seconds() {
+            delay = delay.max(Duration::from_secs(secs.into()));
+        }
+        State::Backoff {
+            delay,
+            next: Box::new(next),
+        }
+    }
+}
+
+/// True for "connection refused": the server is not there (yet); its state is not in question.
+fn is_refused(e: &Error) -> bool {
+    let Error::Transport { source, .. } = e else {
+        return false;
+    };
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return true;
+            }
+        }
+        cause = c.source();
+    }
+    false
+}

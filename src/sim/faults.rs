@@ -1,0 +1,270 @@
+//! Fault injection: programmatic, and reproducible from a seed.
+//!
+//! Faults are read when a response or a watch stream *starts* (chunking, drop points, delay) or
+//! act on open watches at once (410 injection, close-all, stall). Every random choice is drawn
+//! from `fastrand::Rng::with_seed(seed + n)`, where `n` counts responses since the seed was set, so
+//! the same seed and the same request sequence give the same bytes on the wire.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{broadcast, watch};
+
+use super::store::Store;
+
+/// A message to every open watch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Control {
+    /// Send an ERROR 410 event, then end the stream.
+    Error410,
+    /// End the stream cleanly.
+    CloseAll,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) enum Chunking {
+    #[default]
+    Off,
+    Fixed(usize),
+    Random(usize, usize),
+}
+
+/// When a watch connection is aborted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum DropAfter {
+    Bytes(u64),
+    Events(u64),
+    RandomBytes(u64, u64),
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Config {
+    chunking: Chunking,
+    drop_after: Option<DropAfter>,
+    event_delay: Option<Duration>,
+    watch_list_disabled: bool,
+    seed: u64,
+}
+
+/// The faults in force for one response, fixed when it starts.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub chunking: Chunking,
+    /// Abort after this many bytes / events.
+    pub drop_bytes: Option<u64>,
+    pub drop_events: Option<u64>,
+    pub event_delay: Option<Duration>,
+    pub rng: fastrand::Rng,
+}
+
+impl Plan {
+    /// Splits `b` per the chunking fault.
+    pub fn split(&mut self, b: Bytes) -> Vec<Bytes> {
+        let size = |rng: &mut fastrand::Rng| match self.chunking {
+            Chunking::Off => usize::MAX,
+            Chunking::Fixed(n) => n.max(1),
+            Chunking::Random(lo, hi) => rng.usize(lo.max(1)..=hi.max(lo.max(1))),
+        };
+        if matches!(self.chunking, Chunking::Off) {
+            return vec![b];
+        }
+        let mut out = Vec::new();
+        let mut b = b;
+        while !b.is_empty() {
+            let n = size(&mut self.rng).min(b.len());
+            out.push(b.split_to(n));
+        }
+        out
+    }
+}
+
+pub(crate) struct FaultState {
+    config: Mutex<Config>,
+    fail_next: Mutex<VecDeque<u16>>,
+    responses: AtomicU64,
+    pub control: broadcast::Sender<Control>,
+    pub stalled: watch::Sender<bool>,
+    /// Watch streams currently open (maintained by the watch tasks).
+    pub active_watches: AtomicU64,
+    store: Arc<Store>,
+}
+
+/// The fault-injection handle of a [`Simulator`](super::Simulator); cheap to clone.
+///
+/// ```no_run
+/// # async fn f() {
+/// let sim = informer::sim::Simulator::start().await.unwrap();
+/// sim.faults().seed(42);
+/// sim.faults().chunk_bodies_random(1, 64);   // every body cut into 1..=64-byte chunks
+/// sim.faults().fail_next(2, 503);            // next two requests: 503 + Retry-After
+/// sim.faults().inject_410();                 // ERROR 410 into every open watch
+/// sim.faults().clear();
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Faults {
+    pub(crate) state: Arc<FaultState>,
+}
+
+impl Faults {
+    pub(crate) fn new(store: Arc<Store>) -> Faults {
+        let (control, _) = broadcast::channel(64);
+        Faults {
+            state: Arc::new(FaultState {
+                config: Mutex::new(Config::default()),
+                fail_next: Mutex::new(VecDeque::new()),
+                responses: AtomicU64::new(0),
+                control,
+                stalled: watch::Sender::new(false),
+                active_watches: AtomicU64::new(0),
+                store,
+            }),
+        }
+    }
+
+    fn edit(&self, f: impl FnOnce(&mut Config)) {
+        f(&mut self.state.config.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    /// Sets the seed of every random fault (and restarts the response counter).
+    pub fn seed(&self, seed: u64) {
+        self.edit(|c| c.seed = seed);
+        self.state.responses.store(0, Ordering::SeqCst);
+    }
+
+    /// Cuts every response body (lists, errors, watch streams) into chunks of `n` bytes; 0 turns it off.
+    pub fn chunk_bodies(&self, n: usize) {
+        self.edit(|c| {
+            c.chunking = if n == 0 {
+                Chunking::Off
+            } else {
+                Chunking::Fixed(n)
+            }
+        });
+    }
+
+    /// Cuts every response body into chunks of a random size in `min..=max` (seeded).
+    pub fn chunk_bodies_random(&self, min: usize, max: usize) {
+        self.edit(|c| c.chunking = Chunking::Random(min.max(1), max.max(min.max(1))));
+    }
+
+    /// Aborts every watch started from now on after `n` body bytes (mid-frame if it falls there).
+    pub fn drop_watches_after_bytes(&self, n: u64) {
+        self.edit(|c| c.drop_after = Some(DropAfter::Bytes(n)));
+    }
+
+    /// Aborts every watch started from now on right after its `n`-th event (bookmarks count).
+    pub fn drop_watches_after_events(&self, n: u64) {
+        self.edit(|c| c.drop_after = Some(DropAfter::Events(n)));
+    }
+
+    /// Aborts every watch started from now on after a random number of bytes in `min..=max` (seeded).
+    pub fn drop_watches_after_random_bytes(&self, min: u64, max: u64) {
+        self.edit(|c| c.drop_after = Some(DropAfter::RandomBytes(min, max.max(min))));
+    }
+
+    /// Delays each watch event of watches started from now on by `d` (no batching while set).
+    pub fn delay_events(&self, d: Duration) {
+        self.edit(|c| c.event_delay = if d.is_zero() { None } else { Some(d) });
+    }
+
+    /// Makes `sendInitialEvents=true` watches fail like a server without etcd
+    /// RequestWatchProgress: 200, one ERROR 500 event, end (X2). Clients should fall back to
+    /// LIST + WATCH. `false` restores watch-list support.
+    pub fn disable_watch_list(&self, disabled: bool) {
+        self.edit(|c| c.watch_list_disabled = disabled);
+    }
+
+    pub(crate) fn watch_list_disabled(&self) -> bool {
+        self.state
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .watch_list_disabled
+    }
+
+    /// Answers the next `k` requests with `code` (429, 500, 503, 504, ...), a Status body and `Retry-After: 1`.
+    pub fn fail_next(&self, k: usize, code: u16) {
+        let mut q = self
+            .state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(std::iter::repeat_n(code, k));
+    }
+
+    /// Sends an ERROR 410 (`Expired`) event into every open watch, then ends them.
+    pub fn inject_410(&self) {
+        let _ = self.state.control.send(Control::Error410);
+    }
+
+    /// Ends every open watch cleanly (terminating chunk, no event), like a server shutdown.
+    pub fn close_all_watches(&self) {
+        let _ = self.state.control.send(Control::CloseAll);
+    }
+
+    /// Stalls every watch: no bytes at all until [`resume_watches`](Self::resume_watches).
+    pub fn stall_watches(&self) {
+        self.state.stalled.send_replace(true);
+    }
+
+    /// Ends a stall.
+    pub fn resume_watches(&self) {
+        self.state.stalled.send_replace(false);
+    }
+
+    /// Drops all history now: any older resourceVersion answers 410.
+    pub fn compact_history(&self) {
+        self.state.store.compact();
+    }
+
+    /// Removes every fault (pending `fail_next` answers included) and resumes stalled watches.
+    pub fn clear(&self) {
+        self.edit(|c| {
+            let seed = c.seed;
+            *c = Config {
+                seed,
+                ..Config::default()
+            }
+        });
+        self.state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.resume_watches();
+    }
+
+    /// The injected failure for this request, if one is pending.
+    pub(crate) fn take_failure(&self) -> Option<u16> {
+        self.state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+    }
+
+    /// The faults for one response.
+    pub(crate) fn plan(&self) -> Plan {
+        let c = *self.state.config.lock().unwrap_or_else(|e| e.into_inner());
+        let n = self.state.responses.fetch_add(1, Ordering::SeqCst);
+        let mut rng = fastrand::Rng::with_seed(c.seed.wrapping_add(n));
+        let (mut drop_bytes, mut drop_events) = (None, None);
+        match c.drop_after {
+            Some(DropAfter::Bytes(b)) => drop_bytes = Some(b),
+            Some(DropAfter::Events(e)) => drop_events = Some(e),
+            Some(DropAfter::RandomBytes(lo, hi)) => drop_bytes = Some(rng.u64(lo..=hi)),
+            None => {}
+        }
+        Plan {
+            chunking: c.chunking,
+            drop_bytes,
+            drop_events,
+            event_delay: c.event_delay,
+            rng,
+        }
+    }
+}

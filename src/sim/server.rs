@@ -1,0 +1,779 @@
+//! The HTTP side: accept loop, connection serving (HTTP/1.1 and HTTP/2, optional TLS), auth,
+//! routing, query-parameter validation, and the list/get/create/update/delete handlers.
+//!
+//! Network input is hostile: every parse failure becomes a 4xx `Status`, never a panic.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use super::body::SimBody;
+use super::errors::ApiError;
+use super::faults::{Chunking, Faults};
+use super::resources::{ResourceInfo, version_doc};
+use super::selector::{FieldSelector, LabelSelector, Selectors};
+use super::store::{ListAt, Obj, Page, Store, WatchFrom};
+use super::watch::{self as watchstream, WatchParams};
+
+/// Largest request body accepted (the apiserver's limit is 3 MiB).
+const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Server settings fixed at start.
+pub(crate) struct ServerConfig {
+    pub token: Option<String>,
+    pub read_only_token: Option<String>,
+    pub client_cert_auth: bool,
+    pub bookmark_interval: Duration,
+    pub rv_wait: Duration,
+    pub default_watch_timeout: Duration,
+    pub address: String,
+}
+
+/// State shared by all connections.
+pub(crate) struct Shared {
+    pub store: Arc<Store>,
+    pub faults: Faults,
+    pub cfg: ServerConfig,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Accepts connections until shutdown.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(_) => { tokio::time::sleep(Duration::from_millis(10)).await; continue; }
+            },
+            _ = shutdown.changed() => return,
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        let tls = tls.clone();
+        tokio::spawn(async move {
+            match tls {
+                None => serve_conn(TokioIo::new(stream), shared, false).await,
+                Some(acc) => {
+                    let Ok(Ok(s)) =
+                        tokio::time::timeout(Duration::from_secs(10), acc.accept(stream)).await
+                    else {
+                        return;
+                    };
+                    let cert = s
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .is_some_and(|c| !c.is_empty());
+                    serve_conn(TokioIo::new(s), shared, cert).await
+                }
+            }
+        });
+    }
+}
+
+async fn serve_conn<I>(io: I, shared: Arc<Shared>, client_cert: bool)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let mut shutdown = shared.shutdown.clone();
+    let svc_shared = shared.clone();
+    let svc = service_fn(move |req| {
+        let shared = svc_shared.clone();
+        async move { Ok::<_, Infallible>(handle(shared, client_cert, req).await) }
+    });
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Go's net/http writes canonical header names (`Content-Type`); so do we, for byte-level
+    // comparisons with the captures.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .title_case_headers(true);
+    let conn = builder.serve_connection(io, svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = shutdown.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
+        }
+    }
+}
+
+fn base_response(code: u16) -> hyper::http::response::Builder {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(CACHE_CONTROL, "no-cache, private")
+        .header(CONTENT_TYPE, "application/json")
+}
+
+/// A JSON response, cut into chunks if that fault is on.
+fn json_response(faults: &Faults, code: u16, body: Vec<u8>) -> Response<SimBody> {
+    let mut plan = faults.plan();
+    let body = if matches!(plan.chunking, Chunking::Off) {
+        SimBody::full(body)
+    } else {
+        SimBody::Chunks(plan.split(Bytes::from(body)).into())
+    };
+    base_response(code)
+        .body(body)
+        .unwrap_or_else(|_| Response::new(SimBody::empty()))
+}
+
+fn error_response(faults: &Faults, e: &ApiError) -> Response<SimBody> {
+    let mut r = json_response(faults, e.code, e.to_body());
+    if let Some(s) = e.retry_after {
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(s));
+    }
+    r
+}
+
+fn value_response(faults: &Faults, code: u16, v: &Value) -> Response<SimBody> {
+    json_response(faults, code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+async fn handle(
+    shared: Arc<Shared>,
+    client_cert: bool,
+    req: Request<Incoming>,
+) -> Response<SimBody> {
+    let faults = shared.faults.clone();
+    match route(&shared, client_cert, req).await {
+        Ok(r) => r,
+        Err(e) => error_response(&faults, &e),
+    }
+}
+
+fn authenticate(
+    shared: &Shared,
+    client_cert: bool,
+    req: &Request<Incoming>,
+) -> Result<Access, ApiError> {
+    let cfg = &shared.cfg;
+    if cfg.token.is_none() && cfg.read_only_token.is_none() && !cfg.client_cert_auth {
+        return Ok(Access::Full);
+    }
+    if cfg.client_cert_auth && client_cert {
+        return Ok(Access::Full);
+    }
+    let bearer = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim);
+    match bearer {
+        Some(b) if cfg.token.as_deref() == Some(b) => Ok(Access::Full),
+        Some(b) if cfg.read_only_token.as_deref() == Some(b) => Ok(Access::ReadOnly),
+        _ => Err(ApiError::unauthorized()),
+    }
+}
+
+/// What an authenticated request may do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    Full,
+    /// get/list/watch only; writes get 403 (user `reader`).
+    ReadOnly,
+}
+
+async fn route(
+    shared: &Shared,
+    client_cert: bool,
+    req: Request<Incoming>,
+) -> Result<Response<SimBody>, ApiError> {
+    let access = authenticate(shared, client_cert, &req)?;
+    let faults = &shared.faults;
+    if let Some(code) = faults.take_failure() {
+        return Err(ApiError::injected(code));
+    }
+    let path = req.uri().path().to_string();
+    let query: HashMap<String, String> =
+        form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
+            .into_owned()
+            .collect();
+    let segs: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let get = req.method() == Method::GET;
+    let store = &shared.store;
+    match segs.as_slice() {
+        ["version"] if get => Ok(value_response(faults, 200, &version_doc())),
+        ["api"] if get => Ok(value_response(
+            faults,
+            200,
+            &store.with_registry(|r| r.api_versions(&shared.cfg.address)),
+        )),
+        ["apis"] if get => Ok(value_response(
+            faults,
+            200,
+            &store.with_registry(|r| r.api_group_list()),
+        )),
+        ["openapi", "v3"] if get => Ok(value_response(
+            faults,
+            200,
+            &store.with_registry(|r| r.openapi_v3_root()),
+        )),
+        ["openapi", "v3", "api", v] if get => openapi(shared, "", v),
+        ["openapi", "v3", "apis", g, v] if get => openapi(shared, g, v),
+        ["api", v] if get => discovery(shared, "", v),
+        ["apis", g, v] if get => discovery(shared, g, v),
+        ["healthz" | "readyz" | "livez"] => Ok(base_response(200)
+            .header(CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(SimBody::full("ok"))
+            .unwrap_or_else(|_| Response::new(SimBody::empty()))),
+        ["api", "v1", rest @ ..] => resource(shared, access, "", "v1", rest, query, req).await,
+        ["apis", g, v, rest @ ..] => {
+            let (g, v) = (g.to_string(), v.to_string());
+            resource(shared, access, &g, &v, rest, query, req).await
+        }
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
+fn discovery(shared: &Shared, group: &str, version: &str) -> Result<Response<SimBody>, ApiError> {
+    match shared
+        .store
+        .with_registry(|r| r.api_resource_list(group, version))
+    {
+        Some(doc) => Ok(value_response(&shared.faults, 200, &doc)),
+        None => Err(ApiError::path_not_found()),
+    }
+}
+
+fn openapi(shared: &Shared, group: &str, version: &str) -> Result<Response<SimBody>, ApiError> {
+    match shared
+        .store
+        .with_registry(|r| r.openapi_v3_gv(group, version))
+    {
+        Some(doc) => Ok(value_response(&shared.faults, 200, &doc)),
+        None => Err(ApiError::path_not_found()),
+    }
+}
+
+/// Which object(s) a request addresses.
+struct Target {
+    idx: usize,
+    info: Arc<ResourceInfo>,
+    ns: Option<String>,
+    name: Option<String>,
+}
+
+fn resolve_target(
+    shared: &Shared,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<(Target, bool), ApiError> {
+    let (rest, legacy_watch) = match rest {
+        ["watch", r @ ..] => (r, true),
+        r => (r, false),
+    };
+    let (ns, plural, name) = match rest {
+        [plural] => (None, *plural, None),
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
+        [plural, name] => (None, *plural, Some(*name)),
+        _ => return Err(ApiError::path_not_found()),
+    };
+    let idx = shared
+        .store
+        .with_registry(|r| r.find_path(group, version, plural))
+        .ok_or_else(ApiError::path_not_found)?;
+    let info = shared.store.info(idx);
+    if ns.is_some() && !info.api.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    if name.is_some() && ns.is_none() && info.api.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    let target = Target {
+        idx,
+        info,
+        ns: ns.map(str::to_string),
+        name: name.map(str::to_string),
+    };
+    Ok((target, legacy_watch))
+}
+
+async fn read_json(req: Request<Incoming>) -> Result<Option<Value>, ApiError> {
+    let body = Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|_| {
+            ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                "Request entity too large: limit is 3145728",
+            )
+        })?
+        .to_bytes();
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    serde_json::from_slice(&body).map(Some).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request was in an unknown format: {e}"
+        ))
+    })
+}
+
+async fn resource(
+    shared: &Shared,
+    access: Access,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    query: HashMap<String, String>,
+    req: Request<Incoming>,
+) -> Result<Response<SimBody>, ApiError> {
+    let (t, legacy_watch) = resolve_target(shared, group, version, rest)?;
+    if access == Access::ReadOnly && req.method() != Method::GET {
+        let verb = match *req.method() {
+            Method::POST => "create",
+            Method::PUT => "update",
+            Method::PATCH => "patch",
+            Method::DELETE => "delete",
+            _ => "access",
+        };
+        let api = &t.info.api;
+        return Err(ApiError::forbidden(
+            "reader",
+            verb,
+            &api.plural,
+            &api.group,
+            t.ns.as_deref(),
+        ));
+    }
+    let faults = &shared.faults;
+    let store = &shared.store;
+    let ns = t.ns.as_deref();
+    let method = req.method().clone();
+    match (&method, t.name.as_deref()) {
+        (&Method::GET, None) => {
+            let opts = ListOptions::parse(&query, legacy_watch)?;
+            if opts.watch {
+                Ok(watch(shared, &t, opts).await?)
+            } else {
+                list(shared, &t, opts).await
+            }
+        }
+        (&Method::POST, None) => {
+            let body = read_json(req)
+                .await?
+                .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
+            let obj = store.create(t.idx, ns, body)?;
+            Ok(json_response(faults, 201, obj.full(&t.info)))
+        }
+        (&Method::GET, Some(name)) => {
+            let opts = ListOptions::parse(&query, legacy_watch)?;
+            if opts.watch {
+                // A watch on one object: a field selector on its name.
+                let mut opts = opts;
+                opts.sel.field = FieldSelector::parse(&format!("metadata.name={name}"))
+                    .map_err(ApiError::bad_request)?;
+                return watch(shared, &t, opts).await;
+            }
+            Ok(json_response(
+                faults,
+                200,
+                store.get(t.idx, ns, name)?.full(&t.info),
+            ))
+        }
+        (&Method::PUT, Some(name)) => {
+            let body = read_json(req)
+                .await?
+                .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
+            let obj = store.replace(t.idx, ns, name, body)?;
+            Ok(json_response(faults, 200, obj.full(&t.info)))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let ct = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("")
+                .to_string();
+            let ct = ct.split(';').next().unwrap_or("").trim();
+            if ct != "application/merge-patch+json"
+                && ct != "application/strategic-merge-patch+json"
+            {
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"
+                    ),
+                ));
+            }
+            let body = read_json(req)
+                .await?
+                .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
+            let obj = store.patch(t.idx, ns, name, &body)?;
+            Ok(json_response(faults, 200, obj.full(&t.info)))
+        }
+        (&Method::DELETE, Some(name)) => {
+            let body = read_json(req).await?;
+            let pre = body.as_ref().and_then(|b| b.get("preconditions"));
+            let obj = store.delete(t.idx, ns, name, pre)?;
+            Ok(json_response(faults, 200, delete_result(&t.info, &obj)))
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// What DELETE answers: the deleted object for pods, namespaces and custom resources (their
+/// registries set `ReturnDeletedObject`), a `Success` Status otherwise (as the Endpoints capture).
+fn delete_result(info: &ResourceInfo, obj: &Obj) -> Vec<u8> {
+    let returns_object = !info.builtin || matches!(info.api.plural.as_ref(), "pods" | "namespaces");
+    if returns_object {
+        return obj.full(info);
+    }
+    // serde_json's map is ordered by key; write the apiserver's field order by hand.
+    let mut out = br#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success","details":{"name":"#.to_vec();
+    let _ = serde_json::to_writer(&mut out, &obj.name);
+    if !info.api.group.is_empty() {
+        out.extend_from_slice(b",\"group\":");
+        let _ = serde_json::to_writer(&mut out, &info.api.group);
+    }
+    out.extend_from_slice(b",\"kind\":");
+    let _ = serde_json::to_writer(&mut out, &info.api.plural);
+    out.extend_from_slice(b",\"uid\":");
+    let _ = serde_json::to_writer(&mut out, &obj.uid);
+    out.extend_from_slice(b"}}");
+    out
+}
+
+/// Parsed list/watch query parameters.
+struct ListOptions {
+    watch: bool,
+    rv: Option<String>,
+    rvm: Option<String>,
+    limit: Option<usize>,
+    cont: Option<String>,
+    sel: Selectors,
+    timeout: Option<Duration>,
+    bookmarks: bool,
+    send_initial: Option<bool>,
+}
+
+fn parse_bool(q: &HashMap<String, String>, key: &str) -> Result<Option<bool>, ApiError> {
+    match q.get(key).map(String::as_str) {
+        None | Some("") => Ok(None),
+        Some("1" | "true" | "True" | "TRUE" | "t") => Ok(Some(true)),
+        Some("0" | "false" | "False" | "FALSE" | "f") => Ok(Some(false)),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "invalid value for {key}: {v:?}"
+        ))),
+    }
+}
+
+fn parse_rv(s: &str) -> Result<u64, ApiError> {
+    s.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version: {s:?}")))
+}
+
+impl ListOptions {
+    fn parse(q: &HashMap<String, String>, legacy_watch: bool) -> Result<ListOptions, ApiError> {
+        let watch = legacy_watch || parse_bool(q, "watch")?.unwrap_or(false);
+        let nonempty = |k: &str| q.get(k).filter(|v| !v.is_empty()).cloned();
+        let rv = nonempty("resourceVersion");
+        if let Some(rv) = &rv {
+            parse_rv(rv)?;
+        }
+        let limit = match nonempty("limit") {
+            Some(l) => match l.parse::<i64>() {
+                Ok(n) if n > 0 => Some(n as usize),
+                Ok(_) => None,
+                Err(_) => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid value for limit: {l:?}"
+                    )));
+                }
+            },
+            None => None,
+        };
+        let timeout = match nonempty("timeoutSeconds") {
+            Some(t) => match t.parse::<u64>() {
+                Ok(n) if n > 0 => Some(Duration::from_secs(n)),
+                Ok(_) => None,
+                Err(_) => {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid value for timeoutSeconds: {t:?}"
+                    )));
+                }
+            },
+            None => None,
+        };
+        let label = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let field = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
+            .map_err(ApiError::bad_request)?;
+        let o = ListOptions {
+            watch,
+            rvm: nonempty("resourceVersionMatch"),
+            cont: nonempty("continue"),
+            rv,
+            limit,
+            sel: Selectors { label, field },
+            timeout,
+            bookmarks: parse_bool(q, "allowWatchBookmarks")?.unwrap_or(false),
+            send_initial: parse_bool(q, "sendInitialEvents")?,
+        };
+        o.validate()?;
+        Ok(o)
+    }
+
+    /// The apiserver's `ValidateListOptions` rules.
+    fn validate(&self) -> Result<(), ApiError> {
+        let bad = |f: &str, m: &str| Err(ApiError::invalid_list_options(f, m));
+        if let Some(m) = &self.rvm {
+            if m != "Exact" && m != "NotOlderThan" {
+                return bad(
+                    "resourceVersionMatch",
+                    &format!(
+                        "Unsupported value: {m:?}: supported values: \"Exact\", \"NotOlderThan\", \"\""
+                    ),
+                );
+            }
+            if self.rv.is_none() && self.send_initial.is_none() {
+                return bad(
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+                );
+            }
+            if self.cont.is_some() {
+                return bad(
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch is forbidden when continue is provided",
+                );
+            }
+            if m == "Exact" && self.rv.as_deref() == Some("0") {
+                return bad(
+                    "resourceVersionMatch",
+                    "Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                );
+            }
+        }
+        if self.cont.is_some() && self.rv.as_deref().is_some_and(|r| r != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        match (self.watch, self.send_initial) {
+            (false, Some(_)) => bad(
+                "sendInitialEvents",
+                "Forbidden: sendInitialEvents is forbidden for list",
+            ),
+            (true, Some(_)) if self.rvm.as_deref() != Some("NotOlderThan") => bad(
+                "resourceVersionMatch",
+                "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ),
+            (true, None) if self.rvm.is_some() => bad(
+                "resourceVersionMatch",
+                "Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Token {
+    v: String,
+    rv: i64,
+    start: String,
+}
+
+fn encode_token(rv: i64, start: &str) -> String {
+    let t = Token {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        start: start.into(),
+    };
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&t).unwrap_or_default())
+}
+
+fn decode_token(s: &str) -> Result<Token, ApiError> {
+    let invalid = |why: &str| ApiError::bad_request(format!("continue key is not valid: {why}"));
+    let raw = URL_SAFE_NO_PAD
+        .decode(s.trim_end_matches('='))
+        .map_err(|_| invalid("illegal base64 data"))?;
+    let t: Token = serde_json::from_slice(&raw)
+        .map_err(|_| invalid("incorrect encoded start resourceVersion"))?;
+    if t.v != "meta.k8s.io/v1" {
+        return Err(invalid("server does not recognize this encoded key"));
+    }
+    if t.start.contains("..") || t.start.starts_with('/') {
+        return Err(invalid("continue key is not valid"));
+    }
+    Ok(t)
+}
+
+/// Waits for the store to reach `rv`, else 504 Too large resource version.
+async fn await_rv(shared: &Shared, rv: u64) -> Result<(), ApiError> {
+    let reached = shared.store.wait_for_rv(rv, shared.cfg.rv_wait).await;
+    if reached < rv {
+        Err(ApiError::too_large_rv(rv, reached))
+    } else {
+        Ok(())
+    }
+}
+
+async fn list(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<SimBody>, ApiError> {
+    let store = &shared.store;
+    let ns = t.ns.as_deref();
+    let rv_num = o.rv.as_deref().map(parse_rv).transpose()?;
+    let (at, limit, start) = if let Some(c) = &o.cont {
+        let tok = decode_token(c)?;
+        if tok.rv >= 0 && (tok.rv as u64) < store.compacted_rv() {
+            return Err(ApiError::continue_too_old(encode_token(-1, &tok.start)));
+        }
+        let at = if tok.rv < 0 {
+            ListAt::Latest
+        } else {
+            ListAt::Exact(tok.rv as u64)
+        };
+        (at, o.limit, Some(tok.start))
+    } else {
+        match (o.rvm.as_deref(), rv_num) {
+            (Some("Exact"), Some(x)) => {
+                await_rv(shared, x).await?;
+                (ListAt::Exact(x), o.limit, None)
+            }
+            (_, None) => (ListAt::Latest, o.limit, None),
+            (None, Some(0)) => (ListAt::Latest, None, None),
+            (None, Some(x)) if o.limit.is_some() => {
+                await_rv(shared, x).await?;
+                (ListAt::Exact(x), o.limit, None)
+            }
+            (_, Some(x)) => {
+                await_rv(shared, x).await?;
+                (ListAt::Latest, o.limit, None)
+            }
+        }
+    };
+    let page = store.list(t.idx, ns, &o.sel, at, limit, start.as_deref())?;
+    Ok(json_response(
+        &shared.faults,
+        200,
+        list_body(&t.info, &page),
+    ))
+}
+
+/// `{"kind":"PodList","apiVersion":"v1","metadata":{..},"items":[..]}` as the apiserver writes it.
+fn list_body(info: &ResourceInfo, page: &Page) -> Vec<u8> {
+    let per_item: usize = page.items.iter().map(|o| o.rest.len() + 64).sum();
+    let mut out = Vec::with_capacity(per_item + 256);
+    out.extend_from_slice(b"{\"kind\":");
+    let _ = serde_json::to_writer(&mut out, &format!("{}List", info.api.kind));
+    out.extend_from_slice(b",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut out, &info.api.api_version());
+    out.extend_from_slice(
+        format!(",\"metadata\":{{\"resourceVersion\":\"{}\"", page.rv).as_bytes(),
+    );
+    if let Some(start) = &page.next_start {
+        out.extend_from_slice(
+            format!(",\"continue\":\"{}\"", encode_token(page.rv as i64, start)).as_bytes(),
+        );
+        if let Some(r) = page.remaining {
+            out.extend_from_slice(format!(",\"remainingItemCount\":{r}").as_bytes());
+        }
+    }
+    out.extend_from_slice(b"},\"items\":[");
+    for (i, o) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        if info.builtin {
+            o.write_bare(&mut out)
+        } else {
+            o.write_full(info, &mut out)
+        }
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<SimBody>, ApiError> {
+    let store = &shared.store;
+    let rv_num = o.rv.as_deref().map(parse_rv).transpose()?;
+    let from = match (o.send_initial, rv_num) {
+        (Some(true), rv) => {
+            if let Some(x) = rv.filter(|x| *x > 0) {
+                await_rv(shared, x).await?;
+            }
+            WatchFrom::Current { initial: true }
+        }
+        (si, None | Some(0)) => WatchFrom::Current {
+            initial: si != Some(false),
+        },
+        (_, Some(x)) => WatchFrom::Rv(x),
+    };
+    let start = if o.send_initial == Some(true) && shared.faults.watch_list_disabled() {
+        Err(ApiError::watch_list_unsupported())
+    } else {
+        store.start_watch(t.idx, t.ns.as_deref(), from)
+    };
+    let params = WatchParams {
+        resource: t.idx,
+        ns: t.ns.clone(),
+        sel: o.sel,
+        bookmarks: o.bookmarks,
+        bookmark_interval: shared.cfg.bookmark_interval,
+        timeout: o.timeout.unwrap_or(shared.cfg.default_watch_timeout),
+        initial_end_bookmark: o.send_initial == Some(true) && o.bookmarks,
+    };
+    let body = watchstream::spawn(
+        store.clone(),
+        t.info.clone(),
+        start,
+        params,
+        &shared.faults,
+        shared.shutdown.clone(),
+    );
+    Ok(base_response(200)
+        .body(body)
+        .unwrap_or_else(|_| Response::new(SimBody::empty())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_matches_real_format() {
+        // From real-1.20-list-endpoints-limit2-page1.http.
+        assert_eq!(
+            encode_token(79, "svc-2\0"),
+            "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6NzksInN0YXJ0Ijoic3ZjLTJcdTAwMDAifQ"
+        );
+        let t =
+            decode_token("eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0Ijoic3ZjLTFcdTAwMDAifQ")
+                .unwrap();
+        assert_eq!((t.rv, t.start.as_str()), (-1, "svc-1\0"));
+        assert!(decode_token("!!!").is_err());
+        assert!(decode_token("e30").is_err());
+    }
+}

@@ -1,0 +1,944 @@
+//! The object store: current objects, the global resourceVersion, and the bounded event history.
+//!
+//! Invariants (all maintained under one mutex):
+//! - `rv` is the single global revision, like an etcd revision: every successful write (create,
+//!   a replace/patch that changes content, delete) increments it by exactly one and records one
+//!   [`Event`] with that RV. No-op updates change nothing and record nothing, as on the real server.
+//! - `history` holds, in RV order, every event with `rv > compacted`. So the state at any
+//!   `x >= compacted` can be rebuilt by undoing the events after `x`; older RVs answer 410.
+//! - Objects are keyed like etcd keys (`namespace/name`, or `name` when cluster-scoped) in a
+//!   `BTreeMap`, so lists come out in etcd order and continue tokens are plain start keys.
+//! - Each write serializes the object exactly once, as its event's wire frame
+//!   (`{"type":..,"object":..}\n`); the version's bytes ([`Obj::rest`]) are a slice of that frame,
+//!   and watch fan-out shares the same `Bytes` instead of re-encoding.
+//! - Only the current version of an object keeps a `serde_json::Value` ([`Entry`]); history keeps
+//!   bytes plus name/namespace/uid/labels, so retained history costs about one JSON copy per event.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, watch};
+
+use super::errors::ApiError;
+use super::resources::{Registry, ResourceInfo};
+use super::selector::Selectors;
+
+/// One version of an object, as history and watchers need it: its serialization and the few
+/// fields selectors look at. The full `Value` lives only with the current version (see
+/// [`Entry`]), so history costs about one copy of the JSON per event.
+#[derive(Debug)]
+pub(crate) struct Obj {
+    /// Every member except `kind`/`apiVersion`, serialized compactly, without braces. A slice of
+    /// the event frame that introduced this version (no second copy).
+    pub rest: Bytes,
+    /// `metadata.resourceVersion` as a number.
+    pub rv: u64,
+    pub name: String,
+    pub namespace: Option<String>,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Obj {
+    /// Serializes `value` once, as the frame of a `ty` event; the object's bytes are a slice of it.
+    pub(crate) fn encode(
+        ty: EventType,
+        info: &ResourceInfo,
+        value: &Value,
+        rv: u64,
+    ) -> (Arc<Obj>, Bytes) {
+        let mut out = Vec::with_capacity(1024);
+        out.extend_from_slice(b"{\"type\":\"");
+        out.extend_from_slice(ty.as_str().as_bytes());
+        out.extend_from_slice(b"\",\"object\":");
+        out.extend_from_slice(&info.object_prefix);
+        let start = out.len();
+        if let Some(map) = value.as_object() {
+            let mut first = true;
+            for (k, v) in map {
+                if k == "kind" || k == "apiVersion" {
+                    continue;
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                let _ = serde_json::to_writer(&mut out, k);
+                out.push(b':');
+                let _ = serde_json::to_writer(&mut out, v);
+            }
+        }
+        let end = out.len();
+        if start == end {
+            out.pop(); // no members: drop the prefix's trailing comma
+        }
+        out.extend_from_slice(b"}}\n");
+        let frame = Bytes::from(out);
+        let rest = if start == end {
+            Bytes::new()
+        } else {
+            frame.slice(start..end)
+        };
+        let meta = value.get("metadata");
+        let s = |f: &str| meta.and_then(|m| m.get(f)).and_then(Value::as_str);
+        let labels = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let obj = Obj {
+            rest,
+            rv,
+            name: s("name").unwrap_or("").to_string(),
+            namespace: s("namespace").map(str::to_string),
+            uid: s("uid").unwrap_or("").to_string(),
+            labels,
+        };
+        (Arc::new(obj), frame)
+    }
+
+    /// `{"kind":..,"apiVersion":..,<rest>}`.
+    pub fn write_full(&self, info: &ResourceInfo, out: &mut Vec<u8>) {
+        out.extend_from_slice(&info.object_prefix);
+        if self.rest.is_empty() {
+            out.pop(); // the prefix's trailing comma
+        }
+        out.extend_from_slice(&self.rest);
+        out.push(b'}');
+    }
+
+    /// The full object as bytes.
+    pub fn full(&self, info: &ResourceInfo) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.rest.len() + 64);
+        self.write_full(info, &mut out);
+        out
+    }
+
+    /// The full object parsed back into a `Value` (for the programmatic API and rare paths).
+    pub fn to_value(&self, info: &ResourceInfo) -> Value {
+        serde_json::from_slice(&self.full(info)).unwrap_or_default()
+    }
+
+    /// `{<rest>}`: the object as a typed list item (no kind/apiVersion).
+    pub fn write_bare(&self, out: &mut Vec<u8>) {
+        out.push(b'{');
+        out.extend_from_slice(&self.rest);
+        out.push(b'}');
+    }
+
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+}
+
+/// The current version of an object: the shared [`Obj`] plus the `Value` updates start from.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub obj: Arc<Obj>,
+    pub value: Value,
+}
+
+/// The type of a stored event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    /// Object created.
+    Added,
+    /// Object changed.
+    Modified,
+    /// Object removed.
+    Deleted,
+}
+
+impl EventType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One write, as recorded in history and broadcast to watchers.
+#[derive(Debug)]
+pub(crate) struct Event {
+    pub rv: u64,
+    pub resource: usize,
+    pub ty: EventType,
+    /// New state (for DELETED: the last state stamped with the deletion RV).
+    pub obj: Arc<Obj>,
+    /// Previous state (MODIFIED, DELETED).
+    pub prev: Option<Arc<Obj>>,
+    /// The wire frame, `{"type":"..","object":{..}}\n`.
+    pub frame: Bytes,
+    pub at: Instant,
+}
+
+/// Builds a watch frame for `obj`.
+pub(crate) fn frame(ty: &str, info: &ResourceInfo, obj: &Obj) -> Bytes {
+    let mut out = Vec::with_capacity(obj.rest.len() + 64);
+    write_frame(ty, info, obj, &mut out);
+    Bytes::from(out)
+}
+
+/// Appends a watch frame for `obj` to `out`.
+pub(crate) fn write_frame(ty: &str, info: &ResourceInfo, obj: &Obj, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(ty.as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    obj.write_full(info, out);
+    out.extend_from_slice(b"}\n");
+}
+
+/// History bounds.
+#[derive(Clone, Copy, Debug)]
+pub struct HistoryLimits {
+    /// Keep at most this many events.
+    pub max_events: usize,
+    /// Drop events older than this (checked on each write).
+    pub max_age: Option<Duration>,
+}
+
+/// Where a list reads from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ListAt {
+    Latest,
+    Exact(u64),
+}
+
+/// One page of a list.
+pub(crate) struct Page {
+    pub rv: u64,
+    pub items: Vec<Arc<Obj>>,
+    /// Start key (relative to the list prefix, `\0`-terminated) of the next page.
+    pub next_start: Option<String>,
+    pub remaining: Option<u64>,
+}
+
+/// How a watch starts.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum WatchFrom {
+    /// Events with RV > x.
+    Rv(u64),
+    /// Current state (synthetic ADDED if `initial`), then events after it.
+    Current { initial: bool },
+}
+
+/// What a new watch gets.
+pub(crate) struct WatchStart {
+    pub rx: broadcast::Receiver<Arc<Event>>,
+    pub initial: Vec<Arc<Obj>>,
+    pub replay: Vec<Arc<Event>>,
+    /// Events with RV <= this are not delivered.
+    pub min_rv: u64,
+    /// Store RV when the watch started.
+    pub start_rv: u64,
+}
+
+struct Inner {
+    rv: u64,
+    compacted: u64,
+    registry: Registry,
+    objects: Vec<BTreeMap<String, Entry>>,
+    history: VecDeque<Arc<Event>>,
+    limits: HistoryLimits,
+    rng: fastrand::Rng,
+}
+
+/// The store shared by the HTTP server and the programmatic API.
+pub(crate) struct Store {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Arc<Event>>,
+    rv_tx: watch::Sender<u64>,
+}
+
+fn key(ns: Option<&str>, name: &str) -> String {
+    match ns {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// RFC 3339 UTC, second precision (`2026-11-30T01:02:59Z`), from the system clock.
+pub(crate) fn now_rfc3339() -> String {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+fn uuid(rng: &mut fastrand::Rng) -> String {
+    let a = rng.u128(..);
+    let h = format!("{a:032x}");
+    format!(
+        "{}-{}-4{}-{}{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        ["8", "9", "a", "b"][rng.usize(..4)],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.as_bytes()[0].is_ascii_alphanumeric()
+        && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
+}
+
+/// RFC 7386 JSON merge patch.
+pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = Value::Object(Map::new());
+            }
+            let t = target.as_object_mut().expect("just made an object");
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
+    if !v.get("metadata").is_some_and(Value::is_object) {
+        v["metadata"] = json!({});
+    }
+    v["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+fn meta_str<'a>(v: &'a Value, field: &str) -> Option<&'a str> {
+    v.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+}
+
+/// One page of `map` (objects under `prefix`, from `full_start`), with the continue key and
+/// `remainingItemCount` (omitted with selectors, as the apiserver does).
+fn paginate<'a, V>(
+    map: &'a BTreeMap<String, V>,
+    obj: impl Fn(&'a V) -> &'a Arc<Obj>,
+    prefix: &str,
+    full_start: &String,
+    sel: &Selectors,
+    limit: Option<usize>,
+    rv: u64,
+) -> Page {
+    let mut iter = map
+        .range::<String, _>((Bound::Included(full_start), Bound::Unbounded))
+        .take_while(|(k, _)| k.starts_with(prefix));
+    let mut items = Vec::new();
+    let mut last_key = None;
+    let limit = limit.unwrap_or(usize::MAX);
+    for (k, v) in iter.by_ref() {
+        let o = obj(v);
+        if sel.matches_obj(o) {
+            items.push(o.clone());
+            if items.len() == limit {
+                last_key = Some(k);
+                break;
+            }
+        }
+    }
+    let (mut next_start, mut remaining) = (None, None);
+    if let Some(last) = last_key {
+        let rest = iter.count() as u64;
+        if rest > 0 {
+            next_start = Some(format!("{}\0", &last[prefix.len()..]));
+            if sel.is_empty() {
+                remaining = Some(rest);
+            }
+        }
+    }
+    Page {
+        rv,
+        items,
+        next_start,
+        remaining,
+    }
+}
+
+impl Store {
+    pub fn new(
+        limits: HistoryLimits,
+        initial_rv: u64,
+        broadcast_capacity: usize,
+        seed: Option<u64>,
+    ) -> Store {
+        let registry = Registry::builtin();
+        let objects = registry.list().iter().map(|_| BTreeMap::new()).collect();
+        let (events, _) = broadcast::channel(broadcast_capacity.max(16));
+        let rv_tx = watch::Sender::new(initial_rv);
+        Store {
+            inner: Mutex::new(Inner {
+                rv: initial_rv,
+                compacted: initial_rv,
+                registry,
+                objects,
+                history: VecDeque::new(),
+                limits,
+                rng: seed.map(fastrand::Rng::with_seed).unwrap_or_default(),
+            }),
+            events,
+            rv_tx,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the maps half-updated in a way that matters
+        // more than serving, so recover from poisoning.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn register(&self, info: ResourceInfo) -> usize {
+        let mut g = self.lock();
+        let i = g.registry.add(info);
+        if g.objects.len() <= i {
+            g.objects.push(BTreeMap::new());
+        }
+        i
+    }
+
+    pub fn info(&self, idx: usize) -> Arc<ResourceInfo> {
+        self.lock().registry.list()[idx].clone()
+    }
+
+    pub fn with_registry<T>(&self, f: impl FnOnce(&Registry) -> T) -> T {
+        f(&self.lock().registry)
+    }
+
+    pub fn resolve(&self, name: &str) -> Result<usize, ApiError> {
+        self.lock().registry.find_name(name).ok_or_else(|| {
+            ApiError::new(
+                404,
+                "NotFound",
+                format!("the server doesn't have a resource type \"{name}\""),
+            )
+        })
+    }
+
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    pub fn compacted_rv(&self) -> u64 {
+        self.lock().compacted
+    }
+
+    /// Waits until the store RV reaches `rv`, up to `timeout`; returns the RV reached.
+    pub async fn wait_for_rv(&self, rv: u64, timeout: Duration) -> u64 {
+        let mut rx = self.rv_tx.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.wait_for(|cur| *cur >= rv)).await;
+        *rx.borrow()
+    }
+
+    /// Drops all history: every RV older than the current one now answers 410.
+    pub fn compact(&self) {
+        let mut g = self.lock();
+        g.history.clear();
+        g.compacted = g.rv;
+    }
+
+    fn scope(info: &ResourceInfo, ns: Option<&str>) -> Option<String> {
+        info.api
+            .namespaced
+            .then(|| ns.unwrap_or("default").to_string())
+    }
+
+    /// Records a write: bumps nothing (the caller already did), appends history, broadcasts.
+    fn record(
+        &self,
+        g: &mut Inner,
+        idx: usize,
+        ty: EventType,
+        (obj, frame): (Arc<Obj>, Bytes),
+        prev: Option<Arc<Obj>>,
+    ) {
+        let ev = Arc::new(Event {
+            rv: g.rv,
+            resource: idx,
+            ty,
+            frame,
+            obj,
+            prev,
+            at: Instant::now(),
+        });
+        g.history.push_back(ev.clone());
+        let now = Instant::now();
+        while let Some(front) = g.history.front() {
+            let too_many = g.history.len() > g.limits.max_events;
+            let too_old = g
+                .limits
+                .max_age
+                .is_some_and(|a| now.duration_since(front.at) > a);
+            if !(too_many || too_old) {
+                break;
+            }
+            g.compacted = front.rv;
+            g.history.pop_front();
+        }
+        let _ = self.events.send(ev);
+        self.rv_tx.send_replace(g.rv);
+    }
+
+    pub fn create(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        mut value: Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        let mut g = self.lock();
+        let info = g.registry.list()[idx].clone();
+        if !value.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request was in an unknown format",
+            ));
+        }
+        let body_ns = meta_str(&value, "namespace").map(str::to_string);
+        let ns = match (info.api.namespaced, ns, body_ns.as_deref()) {
+            (false, _, _) => None,
+            (true, Some(a), Some(b)) if !b.is_empty() && a != b => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            (true, Some(a), _) => Some(a.to_string()),
+            (true, None, Some(b)) if !b.is_empty() => Some(b.to_string()),
+            (true, None, _) => Some("default".to_string()),
+        };
+        let mut name = meta_str(&value, "name").unwrap_or("").to_string();
+        if name.is_empty() {
+            let Some(gen_name) = meta_str(&value, "generateName").filter(|s| !s.is_empty()) else {
+                return Err(ApiError::invalid(
+                    &info.api.kind,
+                    "",
+                    "metadata.name: Required value: name or generateName is required",
+                ));
+            };
+            let gen_name = gen_name.to_string();
+            loop {
+                let suffix: String = (0..5)
+                    .map(|_| b"bcdfghjklmnpqrstvwxz2456789"[g.rng.usize(..27)] as char)
+                    .collect();
+                name = format!("{gen_name}{suffix}");
+                if !g.objects[idx].contains_key(&key(ns.as_deref(), &name)) {
+                    break;
+                }
+            }
+        }
+        if !is_valid_name(&name) {
+            return Err(ApiError::invalid(
+                &info.api.kind,
+                &name,
+                format!(
+                    "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+                ),
+            ));
+        }
+        let k = key(ns.as_deref(), &name);
+        if g.objects[idx].contains_key(&k) {
+            return Err(ApiError::already_exists(&info.api.plural, &name));
+        }
+        g.rv += 1;
+        let rv = g.rv;
+        let uid = uuid(&mut g.rng);
+        let has_spec = value.get("spec").is_some();
+        value["kind"] = json!(info.api.kind);
+        value["apiVersion"] = json!(info.api.api_version());
+        let m = meta_mut(&mut value);
+        m.insert("name".into(), json!(name));
+        match &ns {
+            Some(ns) => m.insert("namespace".into(), json!(ns)),
+            None => m.remove("namespace"),
+        };
+        m.insert("uid".into(), json!(uid));
+        m.insert("resourceVersion".into(), json!(rv.to_string()));
+        m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        m.remove("deletionTimestamp");
+        if has_spec {
+            m.insert("generation".into(), json!(1));
+        }
+        let (obj, frame) = Obj::encode(EventType::Added, &info, &value, rv);
+        g.objects[idx].insert(
+            k,
+            Entry {
+                obj: obj.clone(),
+                value,
+            },
+        );
+        self.record(&mut g, idx, EventType::Added, (obj.clone(), frame), None);
+        Ok(obj)
+    }
+
+    pub fn get(&self, idx: usize, ns: Option<&str>, name: &str) -> Result<Arc<Obj>, ApiError> {
+        let g = self.lock();
+        let info = &g.registry.list()[idx];
+        let k = key(Self::scope(info, ns).as_deref(), name);
+        g.objects[idx]
+            .get(&k)
+            .map(|e| e.obj.clone())
+            .ok_or_else(|| ApiError::not_found(&info.api.plural, name))
+    }
+
+    /// The current `Value` of an object (for the programmatic API).
+    pub fn get_value(&self, idx: usize, ns: Option<&str>, name: &str) -> Result<Value, ApiError> {
+        let g = self.lock();
+        let info = &g.registry.list()[idx];
+        let k = key(Self::scope(info, ns).as_deref(), name);
+        g.objects[idx]
+            .get(&k)
+            .map(|e| e.value.clone())
+            .ok_or_else(|| ApiError::not_found(&info.api.plural, name))
+    }
+
+    /// The current `Value`s of `idx` in `ns` (all namespaces if `None`), in key order, and the RV.
+    pub fn list_values(&self, idx: usize, ns: Option<&str>) -> (u64, Vec<Value>) {
+        let g = self.lock();
+        let values = g.objects[idx]
+            .values()
+            .filter(|e| ns.is_none() || e.obj.namespace() == ns)
+            .map(|e| e.value.clone())
+            .collect();
+        (g.rv, values)
+    }
+
+    /// Replaces `name` with `value` (PUT). A non-empty `metadata.resourceVersion` must match.
+    pub fn replace(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        value: Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        self.update(idx, ns, name, |_, _| Ok(value))
+    }
+
+    /// Applies an RFC 7386 merge patch to `name` (PATCH).
+    pub fn patch(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        patch: &Value,
+    ) -> Result<Arc<Obj>, ApiError> {
+        if !patch.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request was in an unknown format",
+            ));
+        }
+        self.update(idx, ns, name, |old, _| {
+            let mut v = old.value.clone();
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("resourceVersion"); // only a resourceVersion in the patch is a precondition
+            }
+            merge_patch(&mut v, patch);
+            Ok(v)
+        })
+    }
+
+    fn update(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        make: impl FnOnce(&Entry, &ResourceInfo) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Obj>, ApiError> {
+        let mut g = self.lock();
+        let info = g.registry.list()[idx].clone();
+        let ns = Self::scope(&info, ns);
+        let k = key(ns.as_deref(), name);
+        let Some(old) = g.objects[idx].get(&k) else {
+            return Err(ApiError::not_found(&info.api.plural, name));
+        };
+        let mut value = make(old, &info)?;
+        if !value.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request was in an unknown format",
+            ));
+        }
+        match meta_str(&value, "name") {
+            Some(n) if !n.is_empty() && n != name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {}
+        }
+        if let (Some(body_ns), Some(ns)) = (meta_str(&value, "namespace"), ns.as_deref())
+            && !body_ns.is_empty()
+            && body_ns != ns
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        match meta_str(&value, "resourceVersion") {
+            Some(rv) if !rv.is_empty() && rv != old.obj.rv.to_string() => {
+                return Err(ApiError::conflict(&info.api.plural, name));
+            }
+            _ => {}
+        }
+        value["kind"] = json!(info.api.kind);
+        value["apiVersion"] = json!(info.api.api_version());
+        let old_meta = old.value.get("metadata").cloned().unwrap_or_default();
+        let spec_changed = value.get("spec") != old.value.get("spec");
+        let m = meta_mut(&mut value);
+        m.insert("name".into(), json!(name));
+        match &ns {
+            Some(ns) => m.insert("namespace".into(), json!(ns)),
+            None => m.remove("namespace"),
+        };
+        for f in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
+            match old_meta.get(f) {
+                Some(v) => m.insert(f.into(), v.clone()),
+                None => m.remove(f),
+            };
+        }
+        if value == old.value {
+            return Ok(old.obj.clone()); // no-op update: no new RV, no event
+        }
+        let prev = old.obj.clone();
+        g.rv += 1;
+        let rv = g.rv;
+        let m = meta_mut(&mut value);
+        m.insert("resourceVersion".into(), json!(rv.to_string()));
+        if spec_changed && let Some(gen_) = m.get("generation").and_then(Value::as_i64) {
+            m.insert("generation".into(), json!(gen_ + 1));
+        }
+        let (obj, frame) = Obj::encode(EventType::Modified, &info, &value, rv);
+        g.objects[idx].insert(
+            k,
+            Entry {
+                obj: obj.clone(),
+                value,
+            },
+        );
+        self.record(
+            &mut g,
+            idx,
+            EventType::Modified,
+            (obj.clone(), frame),
+            Some(prev),
+        );
+        Ok(obj)
+    }
+
+    /// Deletes `name`; returns the last state stamped with the deletion RV.
+    /// `preconditions` are DeleteOptions.preconditions (`uid`, `resourceVersion`).
+    pub fn delete(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        preconditions: Option<&Value>,
+    ) -> Result<Arc<Obj>, ApiError> {
+        let mut g = self.lock();
+        let info = g.registry.list()[idx].clone();
+        let k = key(Self::scope(&info, ns).as_deref(), name);
+        let Some(old) = g.objects[idx].get(&k) else {
+            return Err(ApiError::not_found(&info.api.plural, name));
+        };
+        if let Some(p) = preconditions {
+            let uid_ok = p
+                .get("uid")
+                .and_then(Value::as_str)
+                .is_none_or(|u| Some(u) == meta_str(&old.value, "uid"));
+            let rv_ok = p
+                .get("resourceVersion")
+                .and_then(Value::as_str)
+                .is_none_or(|r| r == old.obj.rv.to_string());
+            if !uid_ok || !rv_ok {
+                return Err(ApiError::conflict(&info.api.plural, name));
+            }
+        }
+        let Some(old) = g.objects[idx].remove(&k) else {
+            return Err(ApiError::not_found(&info.api.plural, name));
+        };
+        g.rv += 1;
+        let rv = g.rv;
+        let mut value = old.value;
+        meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
+        let (obj, frame) = Obj::encode(EventType::Deleted, &info, &value, rv);
+        self.record(
+            &mut g,
+            idx,
+            EventType::Deleted,
+            (obj.clone(), frame),
+            Some(old.obj),
+        );
+        Ok(obj)
+    }
+
+    /// One page of `idx` in `ns` (None = all namespaces), from `start` (relative key, inclusive).
+    pub fn list(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        sel: &Selectors,
+        at: ListAt,
+        limit: Option<usize>,
+        start: Option<&str>,
+    ) -> Result<Page, ApiError> {
+        let g = self.lock();
+        let info = g.registry.list()[idx].clone();
+        let prefix = match (info.api.namespaced, ns) {
+            (true, Some(ns)) => format!("{ns}/"),
+            _ => String::new(),
+        };
+        let full_start = format!("{prefix}{}", start.unwrap_or(""));
+        let page = match at {
+            ListAt::Exact(x) if x < g.compacted => return Err(ApiError::list_too_old()),
+            ListAt::Exact(x) if x < g.rv => {
+                let rebuilt = Self::state_at(&g, idx, x);
+                paginate(&rebuilt, |o| o, &prefix, &full_start, sel, limit, x)
+            }
+            _ => paginate(
+                &g.objects[idx],
+                |e| &e.obj,
+                &prefix,
+                &full_start,
+                sel,
+                limit,
+                g.rv,
+            ),
+        };
+        Ok(page)
+    }
+
+    /// The objects of `idx` as they were at `x` (requires `x >= compacted`).
+    fn state_at(g: &Inner, idx: usize, x: u64) -> BTreeMap<String, Arc<Obj>> {
+        let mut map: BTreeMap<String, Arc<Obj>> = g.objects[idx]
+            .iter()
+            .map(|(k, e)| (k.clone(), e.obj.clone()))
+            .collect();
+        for ev in g.history.iter().rev().take_while(|e| e.rv > x) {
+            if ev.resource != idx {
+                continue;
+            }
+            let k = key(ev.obj.namespace(), &ev.obj.name);
+            match (&ev.ty, &ev.prev) {
+                (EventType::Added, _) => {
+                    map.remove(&k);
+                }
+                (_, Some(prev)) => {
+                    map.insert(k, prev.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        map
+    }
+
+    pub fn start_watch(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        from: WatchFrom,
+    ) -> Result<WatchStart, ApiError> {
+        let g = self.lock();
+        let rx = self.events.subscribe();
+        let in_ns = |o: &Obj| ns.is_none() || o.namespace() == ns;
+        match from {
+            WatchFrom::Rv(x) => {
+                if x < g.compacted {
+                    return Err(ApiError::watch_too_old(x, g.compacted));
+                }
+                let replay = g
+                    .history
+                    .iter()
+                    .filter(|e| e.rv > x && e.resource == idx && in_ns(&e.obj))
+                    .cloned()
+                    .collect();
+                Ok(WatchStart {
+                    rx,
+                    initial: Vec::new(),
+                    replay,
+                    min_rv: x.max(g.rv),
+                    start_rv: g.rv,
+                })
+            }
+            WatchFrom::Current { initial } => {
+                let initial = if initial {
+                    g.objects[idx]
+                        .values()
+                        .filter(|e| in_ns(&e.obj))
+                        .map(|e| e.obj.clone())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                Ok(WatchStart {
+                    rx,
+                    initial,
+                    replay: Vec::new(),
+                    min_rv: g.rv,
+                    start_rv: g.rv,
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_shape() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.ends_with('Z') && t.as_bytes()[10] == b'T');
+    }
+
+    #[test]
+    fn uuid_shape() {
+        let u = uuid(&mut fastrand::Rng::with_seed(1));
+        assert_eq!(u.len(), 36);
+        assert_eq!(u.as_bytes()[14], b'4');
+    }
+
+    #[test]
+    fn merge_patch_rfc7386() {
+        let mut t = json!({"a":"b","c":{"d":"e","f":"g"}});
+        merge_patch(&mut t, &json!({"a":"z","c":{"f":null}}));
+        assert_eq!(t, json!({"a":"z","c":{"d":"e"}}));
+    }
+}

@@ -1,0 +1,539 @@
+//! The local cache: a sharded, indexed map from key (`namespace/name`, or `name` for cluster-scoped
+//! objects) to `Arc<T>`.
+//!
+//! # Design
+//! - **Shards.** 64 cache-line-padded `RwLock<HashMap>`s. A reader locks one shard for one lookup, so
+//!   readers on different shards never touch the same cache line and a writer blocks 1/64th of the
+//!   readers, briefly.
+//! - **Allocation-free lookups.** [`Store::get`] takes a borrowed `(namespace, name)` and queries
+//!   the shard's `hashbrown::HashTable` with a precomputed hash and an equality closure (`key.rs`). The key's hash (a fast keyed hash, seeded per store
+//!   so crafted names cannot be precomputed to collide) is computed once per lookup and reused by the
+//!   shard's map.
+//! - **Indexes.** All indexes live behind one `RwLock`. Each bucket (index value) maps key to object,
+//!   in key order, so [`Store::by_index`] reads the index alone and [`Store::index_keys`] comes out
+//!   sorted. The namespace index ([`NAMESPACE_INDEX`]) is built in. Empty buckets are removed (I5).
+//!
+//! # Consistency
+//! A write takes the index lock, then the shard lock (always in that order, so writers and
+//! [`Store::add_index`] cannot deadlock), changes the map, releases the shard (so readers of the
+//! shard do not wait for index work), updates the indexes and releases the index lock. Every read
+//! takes one of the two locks, so it sees a write whole or not at all; and reads never go back in
+//! time: once a `get` saw a write, the writer already holds the index lock, so a later index read
+//! waits for the index update; once an index read saw it, the write is complete. Concurrent writers
+//! are serialised by the index lock, so map and indexes apply them in the same order. Reads that
+//! take several shard locks (`list`, `keys`) see each shard at a possibly different moment, like any
+//! iteration over a concurrent map.
+
+mod key;
+mod selector;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+
+use crate::fifo::{Delta, KnownObjects};
+use crate::model::Object;
+use hashbrown::HashTable;
+use key::{KeyHasher, StoreKey, hash_parts, split_key};
+
+pub use selector::{LabelSelector, Requirement, SelectorParseError};
+
+/// Name of the built-in index from namespace to objects (client-go's `NamespaceIndex`). Cluster-scoped
+/// objects are indexed under `""` (I9).
+pub const NAMESPACE_INDEX: &str = "namespace";
+
+/// Number of shards; a power of two, so the shard is a mask of the hash.
+const SHARDS: usize = 64;
+
+/// A user index function: the index values of an object (zero or more).
+pub type IndexFn<T> = Arc<dyn Fn(&T) -> Vec<String> + Send + Sync>;
+
+/// Errors of the index API, with client-go's messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// `by_index`/`index_keys`/`index_values` with a name no index has.
+    UnknownIndex(String),
+    /// `add_index` with a name already used.
+    IndexConflict(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::UnknownIndex(n) => write!(f, "Index with name {n} does not exist"),
+            StoreError::IndexConflict(n) => write!(f, "indexer conflict: {n}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Keeps each shard on its own cache lines (128 bytes covers adjacent-line prefetching).
+#[repr(align(128))]
+struct Padded<S>(S);
+
+type Shard<T> = RwLock<HashTable<(StoreKey, Arc<T>)>>;
+/// Index value -> (key -> object), in key order.
+type Buckets<T> = HashMap<String, BTreeMap<Arc<str>, Arc<T>>>;
+
+struct Index<T> {
+    func: IndexFn<T>,
+    buckets: Buckets<T>,
+}
+
+/// The sharded, indexed cache. Cheap to share: wrap it in an `Arc`.
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer::{Pod, store::Store};
+/// # fn pod(ns: &str, name: &str, rv: &str) -> Arc<Pod> {
+/// #     let mut p = Pod::default();
+/// #     (p.metadata.namespace, p.metadata.name, p.metadata.resource_version) = (ns.into(), name.into(), rv.into());
+/// #     Arc::new(p)
+/// # }
+/// let store = Store::<Pod>::new();
+/// store.insert(pod("prod", "web", "1"));
+/// assert_eq!(store.get("prod", "web").unwrap().metadata.resource_version, "1");
+/// assert_eq!(store.list_namespace("prod").len(), 1);
+/// ```
+pub struct Store<T> {
+    /// Keyed hash for keys (see `key.rs`).
+    hasher: KeyHasher,
+    shards: Box<[Padded<Shard<T>>]>,
+    /// Lock order: `indexes` before any shard.
+    /// Padded, like `len` and `last_applied_rv`: the writer's lock and counter traffic must not
+    /// share a cache line with `hasher` and `shards`, which every lookup reads.
+    indexes: Padded<RwLock<HashMap<String, Index<T>>>>,
+    /// Number of objects; written under the index write lock.
+    len: Padded<AtomicUsize>,
+    last_applied_rv: Padded<Mutex<String>>,
+}
+
+impl<T: Object> Default for Store<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Object> Store<T> {
+    /// An empty store with the namespace index.
+    ///
+    /// ```
+    /// let store = informer::store::Store::<informer::Pod>::new();
+    /// assert!(store.is_empty());
+    /// ```
+    pub fn new() -> Store<T> {
+        let namespace_fn: IndexFn<T> = Arc::new(|o: &T| vec![o.meta().namespace.clone()]);
+        let indexes = HashMap::from([(
+            NAMESPACE_INDEX.to_string(),
+            Index {
+                func: namespace_fn,
+                buckets: HashMap::new(),
+            },
+        )]);
+        Store {
+            hasher: KeyHasher::new(),
+            shards: (0..SHARDS).map(|_| Padded(RwLock::default())).collect(),
+            indexes: Padded(RwLock::new(indexes)),
+            len: Padded(AtomicUsize::new(0)),
+            last_applied_rv: Padded(Mutex::new(String::new())),
+        }
+    }
+
+    /// The key's hash and its shard.
+    fn locate(&self, namespace: &str, name: &str) -> (u64, &Shard<T>) {
+        let hash = hash_parts(&self.hasher, namespace, name);
+        // hashbrown uses the low bits for the bucket and the top 7 for its tag byte; bits 32.. are
+        // independent of both for any table under 2^32 buckets.
+        let shard = &self.shards[(hash >> 32) as usize & (SHARDS - 1)].0;
+        (hash, shard)
+    }
+
+    /// The object `namespace/name` (`namespace` empty for cluster-scoped). Allocates nothing.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Node, store::Store};
+    /// let store = Store::<Node>::new();
+    /// let mut n = Node::default();
+    /// n.metadata.name = "node-1".into();
+    /// store.insert(Arc::new(n));
+    /// assert!(store.get("", "node-1").is_some());
+    /// ```
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+        let (hash, shard) = self.locate(namespace, name);
+        read(shard)
+            .find(hash, |(k, _)| k.is(hash, namespace, name))
+            .map(|(_, o)| o.clone())
+    }
+
+    /// The object with cache key `key` (`namespace/name` or `name`).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// assert!(store.get_key("default/web").is_none());
+    /// ```
+    pub fn get_key(&self, key: &str) -> Option<Arc<T>> {
+        let (namespace, name) = split_key(key);
+        self.get(namespace, name)
+    }
+
+    /// Number of objects.
+    ///
+    /// ```
+    /// assert_eq!(informer::store::Store::<informer::Pod>::new().len(), 0);
+    /// ```
+    pub fn len(&self) -> usize {
+        // Relaxed: a count, not a synchronisation point; it is exact whenever no write is running.
+        self.len.0.load(Ordering::Relaxed)
+    }
+
+    /// Whether the store holds no object.
+    ///
+    /// ```
+    /// assert!(informer::store::Store::<informer::Pod>::new().is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every object, in no particular order.
+    ///
+    /// ```
+    /// assert!(informer::store::Store::<informer::Pod>::new().list().is_empty());
+    /// ```
+    pub fn list(&self) -> Vec<Arc<T>> {
+        let mut out = Vec::with_capacity(self.len());
+        for s in self.shards.iter() {
+            out.extend(read(&s.0).iter().map(|(_, o)| o.clone()));
+        }
+        out
+    }
+
+    /// Every key, in no particular order.
+    ///
+    /// ```
+    /// assert!(informer::store::Store::<informer::Pod>::new().keys().is_empty());
+    /// ```
+    pub fn keys(&self) -> Vec<String> {
+        let mut out = Vec::with_capacity(self.len());
+        for s in self.shards.iter() {
+            out.extend(read(&s.0).iter().map(|(k, _)| k.full().to_string()));
+        }
+        out
+    }
+
+    /// The objects of one namespace, in key order (`""` lists cluster-scoped objects).
+    ///
+    /// ```
+    /// assert!(informer::store::Store::<informer::Pod>::new().list_namespace("x").is_empty());
+    /// ```
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<T>> {
+        self.by_index(NAMESPACE_INDEX, namespace)
+            .unwrap_or_default()
+    }
+
+    /// The objects whose labels match `selector`.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// let mut p = Pod::default();
+    /// p.metadata.name = "a".into();
+    /// p.metadata.labels.insert("app".into(), "web".into());
+    /// store.insert(Arc::new(p));
+    /// assert_eq!(store.list_selected(&"app=web".parse().unwrap()).len(), 1);
+    /// assert_eq!(store.list_selected(&"app!=web".parse().unwrap()).len(), 0);
+    /// ```
+    pub fn list_selected(&self, selector: &LabelSelector) -> Vec<Arc<T>> {
+        let mut out = Vec::new();
+        for s in self.shards.iter() {
+            let shard = read(&s.0);
+            let selected = shard
+                .iter()
+                .filter(|(_, o)| selector.matches(&o.meta().labels));
+            out.extend(selected.map(|(_, o)| o.clone()));
+        }
+        out
+    }
+
+    /// Inserts or replaces the object under its key; returns the previous object.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// # fn pod(rv: &str) -> Arc<Pod> { let mut p = Pod::default(); p.metadata.name = "a".into(); p.metadata.resource_version = rv.into(); Arc::new(p) }
+    /// let store = Store::<Pod>::new();
+    /// assert!(store.insert(pod("1")).is_none());
+    /// assert_eq!(store.insert(pod("2")).unwrap().metadata.resource_version, "1");
+    /// ```
+    pub fn insert(&self, obj: Arc<T>) -> Option<Arc<T>> {
+        let meta = obj.meta();
+        let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+        let (hash, shard) = self.locate(namespace, name);
+        let mut indexes = write(&self.indexes.0);
+        let mut map = write(shard);
+        let found = map.find_mut(hash, |(k, _)| k.is(hash, namespace, name));
+        let (key, old) = match found {
+            Some((k, slot)) => (k.full().clone(), Some(std::mem::replace(slot, obj.clone()))),
+            None => {
+                let k = StoreKey::new(namespace, name, hash);
+                let key = k.full().clone();
+                map.insert_unique(hash, (k, obj.clone()), |(k, _)| k.hash());
+                // Relaxed: see `len`; the write locks order the updates.
+                self.len.0.fetch_add(1, Ordering::Relaxed);
+                (key, None)
+            }
+        };
+        // Readers of this shard need not wait for the index work (see "Consistency").
+        drop(map);
+        for index in indexes.values_mut() {
+            update_index(index, &key, old.as_deref(), Some(&obj));
+        }
+        old
+    }
+
+    /// Removes the object with cache key `key`; returns it.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// let mut p = Pod::default();
+    /// (p.metadata.namespace, p.metadata.name) = ("ns".into(), "a".into());
+    /// store.insert(Arc::new(p));
+    /// assert!(store.remove("ns/a").is_some());
+    /// assert!(store.remove("ns/a").is_none());
+    /// ```
+    pub fn remove(&self, key: &str) -> Option<Arc<T>> {
+        let (namespace, name) = split_key(key);
+        let (hash, shard) = self.locate(namespace, name);
+        let mut indexes = write(&self.indexes.0);
+        let mut map = write(shard);
+        let entry = map
+            .find_entry(hash, |(k, _)| k.is(hash, namespace, name))
+            .ok()?;
+        let ((k, old), _) = entry.remove();
+        // Relaxed: see `len`.
+        self.len.0.fetch_sub(1, Ordering::Relaxed);
+        drop(map);
+        for index in indexes.values_mut() {
+            update_index(index, k.full(), Some(&old), None);
+        }
+        Some(old)
+    }
+
+    /// Makes the store hold exactly `items` (a complete list), for callers that do not go through the
+    /// [`DeltaFifo`](crate::fifo::DeltaFifo) (whose relist produces deltas instead). Objects whose key
+    /// and resourceVersion are unchanged keep the stored `Arc`. Returns the removed objects. Each
+    /// object is inserted or removed by itself, so concurrent readers may see a mix of old and new
+    /// state while it runs.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// # fn pod(name: &str) -> Arc<Pod> { let mut p = Pod::default(); p.metadata.name = name.into(); p.metadata.resource_version = "1".into(); Arc::new(p) }
+    /// let store = Store::<Pod>::new();
+    /// store.insert(pod("a"));
+    /// store.insert(pod("b"));
+    /// let removed = store.replace(vec![pod("b"), pod("c")]);
+    /// assert_eq!(removed.len(), 1);
+    /// let mut keys = store.keys();
+    /// keys.sort();
+    /// assert_eq!(keys, ["b", "c"]);
+    /// ```
+    pub fn replace(&self, items: impl IntoIterator<Item = Arc<T>>) -> Vec<Arc<T>> {
+        let mut listed = std::collections::HashSet::new();
+        for item in items {
+            let meta = item.meta();
+            listed.insert(meta.key());
+            let unchanged = self.get(&meta.namespace, &meta.name).is_some_and(|s| {
+                !meta.resource_version.is_empty()
+                    && s.meta().resource_version == meta.resource_version
+            });
+            if !unchanged {
+                self.insert(item);
+            }
+        }
+        let gone: Vec<String> = self
+            .keys()
+            .into_iter()
+            .filter(|k| !listed.contains(k))
+            .collect();
+        gone.iter().filter_map(|k| self.remove(k)).collect()
+    }
+
+    /// Applies a popped delta: `Added`/`Modified` insert, `Deleted` removes the key. Returns the
+    /// object the store held before (the `old` of an update notification).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::Delta, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// let mut p = Pod::default();
+    /// p.metadata.name = "a".into();
+    /// assert!(store.apply(&Delta::Added(Arc::new(p))).is_none());
+    /// assert_eq!(store.len(), 1);
+    /// ```
+    pub fn apply(&self, delta: &Delta<T>) -> Option<Arc<T>> {
+        match delta {
+            Delta::Added(o) | Delta::Modified(o) => self.insert(o.clone()),
+            Delta::Deleted(d) => self.remove(&d.key()),
+        }
+    }
+
+    /// Adds a named index and indexes every stored object with it (allowed while running, I8).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// let mut p = Pod::default();
+    /// (p.metadata.name, p.spec.node_name) = ("a".into(), Some("node-1".into()));
+    /// store.insert(Arc::new(p));
+    /// store.add_index("node", Arc::new(|p: &Pod| p.spec.node_name.iter().cloned().collect())).unwrap();
+    /// assert_eq!(store.index_keys("node", "node-1").unwrap(), ["a"]);
+    /// assert!(store.add_index("node", Arc::new(|_: &Pod| vec![])).is_err());
+    /// ```
+    pub fn add_index(&self, name: &str, func: IndexFn<T>) -> Result<(), StoreError> {
+        let mut indexes = write(&self.indexes.0);
+        if indexes.contains_key(name) {
+            return Err(StoreError::IndexConflict(name.to_string()));
+        }
+        let mut index = Index {
+            func,
+            buckets: HashMap::new(),
+        };
+        for s in self.shards.iter() {
+            for (k, obj) in read(&s.0).iter() {
+                update_index(&mut index, k.full(), None, Some(obj));
+            }
+        }
+        indexes.insert(name.to_string(), index);
+        Ok(())
+    }
+
+    /// The objects whose index `index` has value `value`, in key order.
+    ///
+    /// ```
+    /// # use informer::{Pod, store::{Store, StoreError}};
+    /// let store = Store::<Pod>::new();
+    /// assert!(store.by_index("namespace", "x").unwrap().is_empty());
+    /// assert_eq!(store.by_index("nope", "x"), Err(StoreError::UnknownIndex("nope".into())));
+    /// ```
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<T>>, StoreError> {
+        self.with_bucket(index, value, |b| b.values().cloned().collect())
+    }
+
+    /// The keys whose index `index` has value `value`, sorted.
+    ///
+    /// ```
+    /// assert!(informer::store::Store::<informer::Pod>::new().index_keys("namespace", "x").unwrap().is_empty());
+    /// ```
+    pub fn index_keys(&self, index: &str, value: &str) -> Result<Vec<String>, StoreError> {
+        self.with_bucket(index, value, |b| b.keys().map(|k| k.to_string()).collect())
+    }
+
+    /// Every value index `index` currently has (non-empty buckets only), in no particular order.
+    ///
+    /// ```
+    /// assert!(informer::store::Store::<informer::Pod>::new().index_values("namespace").unwrap().is_empty());
+    /// ```
+    pub fn index_values(&self, index: &str) -> Result<Vec<String>, StoreError> {
+        let indexes = read(&self.indexes.0);
+        let index = indexes
+            .get(index)
+            .ok_or_else(|| StoreError::UnknownIndex(index.into()))?;
+        Ok(index.buckets.keys().cloned().collect())
+    }
+
+    fn with_bucket<R: Default>(
+        &self,
+        index: &str,
+        value: &str,
+        f: impl FnOnce(&BTreeMap<Arc<str>, Arc<T>>) -> R,
+    ) -> Result<R, StoreError> {
+        let indexes = read(&self.indexes.0);
+        let index = indexes
+            .get(index)
+            .ok_or_else(|| StoreError::UnknownIndex(index.into()))?;
+        Ok(index.buckets.get(value).map(f).unwrap_or_default())
+    }
+
+    /// The resourceVersion the store is known to be exactly at (see informer-design §5); empty until
+    /// set.
+    ///
+    /// ```
+    /// let store = informer::store::Store::<informer::Pod>::new();
+    /// store.set_last_applied_resource_version("42");
+    /// assert_eq!(store.last_applied_resource_version(), "42");
+    /// ```
+    pub fn last_applied_resource_version(&self) -> String {
+        self.last_applied_rv
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Records the resourceVersion the store is now exactly at: the informer calls this with
+    /// [`Popped::caught_up_resource_version`](crate::fifo::Popped::caught_up_resource_version) after
+    /// applying the popped deltas.
+    ///
+    /// ```
+    /// informer::store::Store::<informer::Pod>::new().set_last_applied_resource_version("7");
+    /// ```
+    pub fn set_last_applied_resource_version(&self, rv: &str) {
+        let mut cur = self
+            .last_applied_rv
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        cur.clear();
+        cur.push_str(rv);
+    }
+}
+
+/// Moves `key` from the buckets of `old`'s values to those of `new`'s, refreshing the object pointer
+/// in buckets it stays in, and drops buckets that become empty (I4, I5).
+fn update_index<T>(index: &mut Index<T>, key: &Arc<str>, old: Option<&T>, new: Option<&Arc<T>>) {
+    let old_values = old.map(|o| (index.func)(o)).unwrap_or_default();
+    let new_values = new.map(|n| (index.func)(n)).unwrap_or_default();
+    for v in old_values.iter().filter(|v| !new_values.contains(v)) {
+        if let Some(bucket) = index.buckets.get_mut(v.as_str()) {
+            bucket.remove(key);
+            if bucket.is_empty() {
+                index.buckets.remove(v.as_str());
+            }
+        }
+    }
+    if let Some(new) = new {
+        for v in new_values {
+            index
+                .buckets
+                .entry(v)
+                .or_default()
+                .insert(key.clone(), new.clone());
+        }
+    }
+}
+
+fn read<S>(lock: &RwLock<S>) -> RwLockReadGuard<'_, S> {
+    // A panic under a lock cannot leave a map half-updated in a way that breaks readers (every
+    // mutation is a single std call or index bookkeeping), so poisoning is ignored.
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write<S>(lock: &RwLock<S>) -> std::sync::RwLockWriteGuard<'_, S> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<T: Object> KnownObjects<T> for Store<T> {
+    fn get_by_key(&self, key: &str) -> Option<Arc<T>> {
+        self.get_key(key)
+    }
+
+    fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
+        for s in self.shards.iter() {
+            for (k, _) in read(&s.0).iter() {
+                f(k.full());
+            }
+        }
+    }
+}

@@ -1,0 +1,260 @@
+//! Label selectors in the apiserver's string form (`app=web,tier!=db,env in (a,b),!canary`).
+//!
+//! Semantics follow `k8s.io/apimachinery/pkg/labels`: requirements are ANDed; `!=` and `notin` also
+//! match objects that do not carry the label; the empty selector matches everything.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One requirement of a [`LabelSelector`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Requirement {
+    /// `key=value` or `key==value`.
+    Equals(String, String),
+    /// `key!=value` (matches when the label is absent too).
+    NotEquals(String, String),
+    /// `key in (v1,v2)`.
+    In(String, Vec<String>),
+    /// `key notin (v1,v2)` (matches when the label is absent too).
+    NotIn(String, Vec<String>),
+    /// `key`: the label exists.
+    Exists(String),
+    /// `!key`: the label does not exist.
+    DoesNotExist(String),
+}
+
+impl Requirement {
+    /// Whether `labels` satisfy this requirement.
+    ///
+    /// ```
+    /// use informer::store::Requirement;
+    /// let labels = [("app".to_string(), "web".to_string())].into();
+    /// assert!(Requirement::Exists("app".into()).matches(&labels));
+    /// assert!(Requirement::NotEquals("tier".into(), "db".into()).matches(&labels));
+    /// ```
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
+            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+/// A parsed label selector: the AND of its [`Requirement`]s.
+///
+/// ```
+/// use informer::store::LabelSelector;
+/// let sel: LabelSelector = "app=web, env in (prod,staging),!canary".parse().unwrap();
+/// let labels = [("app", "web"), ("env", "prod")]
+///     .map(|(k, v)| (k.to_string(), v.to_string()))
+///     .into();
+/// assert!(sel.matches(&labels));
+/// assert!(LabelSelector::everything().matches(&Default::default()));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    /// The requirements, all of which must hold.
+    pub requirements: Vec<Requirement>,
+}
+
+/// Why a selector string did not parse.
+///
+/// ```
+/// assert!("app in (a".parse::<informer::store::LabelSelector>().is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SelectorParseError {
+    /// The requirement that failed.
+    pub requirement: String,
+    /// What was wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for SelectorParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid label selector requirement {:?}: {}",
+            self.requirement, self.reason
+        )
+    }
+}
+
+impl std::error::Error for SelectorParseError {}
+
+impl LabelSelector {
+    /// The selector that matches every object.
+    ///
+    /// ```
+    /// assert!(informer::store::LabelSelector::everything().requirements.is_empty());
+    /// ```
+    pub fn everything() -> LabelSelector {
+        LabelSelector::default()
+    }
+
+    /// Whether `labels` satisfy every requirement.
+    ///
+    /// ```
+    /// let sel: informer::store::LabelSelector = "tier notin (db)".parse().unwrap();
+    /// assert!(sel.matches(&Default::default()));
+    /// ```
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.requirements.iter().all(|r| r.matches(labels))
+    }
+}
+
+impl std::str::FromStr for LabelSelector {
+    type Err = SelectorParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut requirements = Vec::new();
+        for part in split_top_level(s)? {
+            let part = part.trim();
+            if !part.is_empty() {
+                requirements.push(parse_requirement(part)?);
+            }
+        }
+        Ok(LabelSelector { requirements })
+    }
+}
+
+/// Splits at commas outside parentheses.
+fn split_top_level(s: &str) -> Result<Vec<&str>, SelectorParseError> {
+    let (mut parts, mut depth, mut start) = (Vec::new(), 0usize, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| err(s, "unbalanced ')'"))?
+            }
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(err(s, "unbalanced '('"));
+    }
+    parts.push(&s[start..]);
+    Ok(parts)
+}
+
+fn err(requirement: &str, reason: &'static str) -> SelectorParseError {
+    SelectorParseError {
+        requirement: requirement.to_string(),
+        reason,
+    }
+}
+
+fn parse_requirement(r: &str) -> Result<Requirement, SelectorParseError> {
+    let key_ok = |k: &str| !k.is_empty() && !k.contains(char::is_whitespace);
+    if let Some(k) = r.strip_prefix('!') {
+        let k = k.trim();
+        return if key_ok(k) {
+            Ok(Requirement::DoesNotExist(k.into()))
+        } else {
+            Err(err(r, "bad key"))
+        };
+    }
+    for (op, neg) in [("!=", true), ("==", false), ("=", false)] {
+        if let Some((k, v)) = r.split_once(op) {
+            let (k, v) = (k.trim(), v.trim());
+            if !key_ok(k) || v.contains(|c: char| c.is_whitespace() || "=!(),".contains(c)) {
+                return Err(err(r, "bad key or value"));
+            }
+            return Ok(if neg {
+                Requirement::NotEquals(k.into(), v.into())
+            } else {
+                Requirement::Equals(k.into(), v.into())
+            });
+        }
+    }
+    let mut words = r.splitn(2, char::is_whitespace);
+    let key = words.next().unwrap_or_default();
+    let rest = words.next().unwrap_or_default().trim_start();
+    if rest.is_empty() {
+        return if key_ok(key) {
+            Ok(Requirement::Exists(key.into()))
+        } else {
+            Err(err(r, "bad key"))
+        };
+    }
+    let (neg, list) = if let Some(l) = rest.strip_prefix("notin") {
+        (true, l)
+    } else if let Some(l) = rest.strip_prefix("in") {
+        (false, l)
+    } else {
+        return Err(err(r, "expected '=', '!=', 'in' or 'notin'"));
+    };
+    let list = list.trim();
+    let inner = list
+        .strip_prefix('(')
+        .and_then(|l| l.strip_suffix(')'))
+        .ok_or_else(|| err(r, "expected a parenthesised value list"))?;
+    let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
+    if values.iter().any(|v| v.contains(char::is_whitespace)) {
+        return Err(err(r, "bad value"));
+    }
+    Ok(if neg {
+        Requirement::NotIn(key.into(), values)
+    } else {
+        Requirement::In(key.into(), values)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn parses_every_operator() {
+        let sel: LabelSelector = "a=1,b==2,c!=3,d in (x, y),e notin (z),f,!g"
+            .parse()
+            .unwrap();
+        use Requirement::*;
+        assert_eq!(
+            sel.requirements,
+            vec![
+                Equals("a".into(), "1".into()),
+                Equals("b".into(), "2".into()),
+                NotEquals("c".into(), "3".into()),
+                In("d".into(), vec!["x".into(), "y".into()]),
+                NotIn("e".into(), vec!["z".into()]),
+                Exists("f".into()),
+                DoesNotExist("g".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn matching_semantics() {
+        let sel: LabelSelector = "app=web,tier!=db,env in (prod),!canary".parse().unwrap();
+        assert!(sel.matches(&labels(&[("app", "web"), ("env", "prod")])));
+        assert!(!sel.matches(&labels(&[("app", "web"), ("env", "prod"), ("canary", "")])));
+        assert!(!sel.matches(&labels(&[("app", "web"), ("env", "dev")])));
+        assert!(!sel.matches(&labels(&[("app", "web"), ("env", "prod"), ("tier", "db")])));
+        assert!("".parse::<LabelSelector>().unwrap().matches(&labels(&[])));
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for bad in ["a in (x", "a)", "a b", "=x", "a in x", "a=b c"] {
+            assert!(bad.parse::<LabelSelector>().is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Store under concurrent readers and a writer: no torn state between the map and the indexes, and
+//! `add_index` while writes run. Bounded by iteration counts, not by time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+
+use informer::Pod;
+use informer::store::Store;
+
+fn pod(name: &str, node: &str, version: u64) -> Arc<Pod> {
+    let mut p = Pod::default();
+    p.metadata.namespace = "ns".into();
+    p.metadata.name = name.into();
+    p.metadata.resource_version = version.to_string();
+    p.spec.node_name = Some(node.into());
+    Arc::new(p)
+}
+
+fn by_node(p: &Pod) -> Vec<String> {
+    p.spec.node_name.iter().cloned().collect()
+}
+
+#[test]
+fn readers_never_see_an_object_under_the_wrong_index_value() {
+    const KEYS: u64 = 64;
+    const ROUNDS: u64 = 200;
+    let store = Arc::new(Store::new());
+    store.add_index("node", Arc::new(by_node)).unwrap();
+    for k in 0..KEYS {
+        store.insert(pod(&format!("p{k}"), "n0", 0));
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, done) = (store.clone(), done.clone());
+            thread::spawn(move || {
+                let mut checks = 0u64;
+                while !done.load(Ordering::Relaxed) || checks < 1000 {
+                    for node in ["n0", "n1"] {
+                        for o in store.by_index("node", node).unwrap() {
+                            assert_eq!(o.spec.node_name.as_deref(), Some(node));
+                        }
+                    }
+                    let k = checks % KEYS;
+                    let o = store
+                        .get("ns", &format!("p{k}"))
+                        .expect("keys are never removed");
+                    assert!(o.spec.node_name.is_some());
+                    assert_eq!(store.len(), KEYS as usize);
+                    checks += 1;
+                }
+            })
+        })
+        .collect();
+    for round in 1..=ROUNDS {
+        let node = if round % 2 == 0 { "n0" } else { "n1" };
+        for k in 0..KEYS {
+            store.insert(pod(&format!("p{k}"), node, round));
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    assert_eq!(store.index_keys("node", "n0").unwrap().len(), KEYS as usize);
+    assert!(store.index_keys("node", "n1").unwrap().is_empty());
+}
+
+#[test]
+fn add_index_while_a_writer_runs() {
+    let store = Arc::new(Store::new());
+    let writer = {
+        let store = store.clone();
+        thread::spawn(move || {
+            for i in 0..5000u64 {
+                store.insert(pod(&format!("p{}", i % 500), &format!("n{}", i % 7), i));
+                if i % 3 == 0 {
+                    store.remove(&format!("ns/p{}", (i + 250) % 500));
+                }
+            }
+        })
+    };
+    for i in 0..20 {
+        store
+            .add_index(&format!("node{i}"), Arc::new(by_node))
+            .unwrap();
+    }
+    writer.join().unwrap();
+    // Every index agrees with the map once writes stop.
+    let mut expected: Vec<(String, String)> = store
+        .list()
+        .iter()
+        .map(|p| (p.spec.node_name.clone().unwrap(), p.metadata.key()))
+        .collect();
+    expected.sort();
+    for i in 0..20 {
+        let index = format!("node{i}");
+        let mut got = Vec::new();
+        for v in store.index_values(&index).unwrap() {
+            for k in store.index_keys(&index, &v).unwrap() {
+                got.push((v.clone(), k));
+            }
+        }
+        got.sort();
+        assert_eq!(got, expected, "{index}");
+    }
+}
