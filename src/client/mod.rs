@@ -302,8 +302,13 @@ fn classify_transport(method: &Method, path: &str, e: hyper_util::client::legacy
             return Error::Tls(format!("{method} {path}: {tls}"));
         }
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return Error::Tls(format!("{method} {path}: {tls}"));
+            // `io::Error::source` skips the error it wraps (it returns *that* error's source), and
+            // hyper-util wraps tokio-rustls's io::Error(InvalidData, rustls::Error) in another
+            // io::Error: so follow `get_ref` here (a wrong CA against a real apiserver came out as
+            // a transport error before).
+            if let Some(inner) = io.get_ref() {
+                source = Some(inner as &(dyn std::error::Error + 'static));
+                continue;
             }
         }
         source = s.source();
