@@ -586,7 +586,9 @@ impl Store {
                 return Err(ApiError::invalid(
                     &info.api.kind,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    "metadata.name",
+                    "FieldValueRequired",
+                    "Required value: name or generateName is required",
                 ));
             };
             let gen_name = gen_name.to_string();
@@ -601,11 +603,14 @@ impl Store {
             }
         }
         if !is_valid_name(&name) {
+            // The apiserver's DNS-1123 subdomain message, verbatim (differential test, 1.20).
             return Err(ApiError::invalid(
                 &info.api.kind,
                 &name,
+                "metadata.name",
+                "FieldValueInvalid",
                 format!(
-                    "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+                    "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
                 ),
             ));
         }

@@ -345,3 +345,110 @@ pub fn assert_same(real: &Transcript, sim: &Transcript) {
         diffs.join("\n")
     );
 }
+
+/// Answers to requests the apiserver refuses, normalized (namespace renamed, numbers in messages
+/// replaced by `N`): `(request, HTTP status, body or first watch event)`.
+pub async fn error_answers(client: &Client) -> Vec<(String, u16, Value)> {
+    let ns = namespace(client, "differr").await;
+    let cms = cm_path(&ns, None);
+    let now: u64 = get_rv(client, &cms).await;
+    let requests = [
+        (
+            Method::GET,
+            format!("{cms}?resourceVersionMatch=Exact"),
+            None,
+        ),
+        (Method::GET, format!("{cms}?labelSelector=a+in"), None),
+        (
+            Method::GET,
+            format!("{cms}?resourceVersion=1&watch=true"),
+            None,
+        ),
+        (
+            Method::GET,
+            format!(
+                "{cms}?resourceVersion={}&resourceVersionMatch=NotOlderThan",
+                now + 1_000_000
+            ),
+            None,
+        ),
+        (Method::GET, format!("{cms}/missing"), None),
+        (
+            Method::POST,
+            cms.clone(),
+            Some(configmap("Bad_Name", json!({}), json!({}))),
+        ),
+        (
+            Method::POST,
+            cms.clone(),
+            Some(json!({"metadata": {"name": "x", "namespace": "elsewhere"}})),
+        ),
+    ];
+    let mut out = Vec::new();
+    for (method, path, body) in requests {
+        let what = format!(
+            "{method} {}",
+            path.replace(&ns, "NS")
+                .replace(&(now + 1_000_000).to_string(), "FUTURE")
+        );
+        let body = body.map(|b| {
+            (
+                Bytes::from(serde_json::to_vec(&b).unwrap()),
+                "application/json",
+            )
+        });
+        let (code, mut value) = match client.send(method, &path, body).await {
+            Ok(resp) => {
+                // A watch: the answer is its first event.
+                let code = resp.status().as_u16();
+                let mut stream =
+                    informer::watch::WatchStream::<DynamicObject>::new(resp.into_body(), 1 << 20);
+                match tokio::time::timeout(Duration::from_secs(5), stream.next_frame()).await {
+                    Ok(frame) => (
+                        code,
+                        serde_json::from_slice(&frame.unwrap().unwrap().bytes).unwrap(),
+                    ),
+                    Err(_) => (code, json!("no event within 5 s")),
+                }
+            }
+            Err(e) => (
+                e.http_code().unwrap_or(0),
+                serde_json::to_value(e.status().unwrap_or_else(|| panic!("{what}: {e}"))).unwrap(),
+            ),
+        };
+        scrub_numbers(&mut value, &ns);
+        out.push((what, code, value));
+    }
+    out
+}
+
+async fn get_rv(client: &Client, path: &str) -> u64 {
+    let list: Value = client.request(Method::GET, path, None).await.unwrap();
+    list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Renames the namespace and turns every run of digits in a string into `N`.
+fn scrub_numbers(v: &mut Value, ns: &str) {
+    match v {
+        Value::Object(m) => m.values_mut().for_each(|x| scrub_numbers(x, ns)),
+        Value::Array(a) => a.iter_mut().for_each(|x| scrub_numbers(x, ns)),
+        Value::String(s) => {
+            let mut out = String::new();
+            for c in s.replace(ns, "NS").chars() {
+                if c.is_ascii_digit() {
+                    if !out.ends_with('N') {
+                        out.push('N');
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            *s = out;
+        }
+        _ => {}
+    }
+}

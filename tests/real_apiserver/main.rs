@@ -806,3 +806,38 @@ async fn simulator_matches_the_real_server_for_a_scripted_sequence() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn simulator_refuses_requests_like_the_real_server() {
+    let real = real_or_skip!("simulator_refuses_requests_like_the_real_server");
+    bounded(60, async {
+        let sim = informer::sim::Simulator::start().await.unwrap();
+        let sim_client = Client::new(informer::Config::new(sim.url().parse().unwrap())).unwrap();
+        // The real watch cache starts at the server's start-up: versions before it are too old.
+        sim.create(
+            "configmaps",
+            Some("default"),
+            json!({"metadata": {"name": "x"}}),
+        )
+        .unwrap();
+        sim.compact();
+        let real_client = real.client();
+        let (on_real, on_sim) = tokio::join!(
+            differential::error_answers(&real_client),
+            differential::error_answers(&sim_client)
+        );
+        let diffs: Vec<String> = on_real
+            .iter()
+            .zip(&on_sim)
+            .filter(|(r, s)| r != s)
+            .map(|(r, s)| format!("{}:\n  real: {} {}\n  sim:  {} {}", r.0, r.1, r.2, s.1, s.2))
+            .collect();
+        assert!(
+            diffs.is_empty(),
+            "the simulator answers differently:\n{}",
+            diffs.join("\n")
+        );
+        sim.shutdown().await;
+    })
+    .await;
+}
