@@ -269,6 +269,8 @@ async fn informer_recovers_across_an_apiserver_restart() {
             .create(true)
             .open(format!("{}/kube-apiserver.log", real.run_dir))
             .unwrap();
+        // Deliberately not waited for: the server must outlive this test (`stop` ends it).
+        #[allow(clippy::zombie_processes)]
         let child = std::process::Command::new(&args[0])
             .args(&args[1..])
             .stdin(std::process::Stdio::null())
