@@ -155,7 +155,7 @@ async fn informer_keeps_converging_across_a_compaction() {
             json!({"data": {"k": "1"}}),
         )
         .await;
-        let c1 = delete(&client, &cm_path(&ns, Some("c1"))).await;
+        delete(&client, &cm_path(&ns, Some("c1"))).await;
         let now = cms
             .list(&ListParams::default())
             .await
@@ -163,7 +163,6 @@ async fn informer_keeps_converging_across_a_compaction() {
             .metadata
             .resource_version;
         compact_etcd(&real, now.parse().unwrap());
-        let _ = c1;
         post(
             &client,
             &cm_path(&ns, None),
