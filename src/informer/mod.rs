@@ -15,7 +15,7 @@
 //! use std::time::Duration;
 //! use informer::{Api, Pod, informer::{HandlerFns, Informer}};
 //! let pods = Informer::new(Api::<Pod>::all(client), Default::default());
-//! pods.add_handler(HandlerFns::new().on_add(|pod, _| println!("{}", pod.metadata.name)));
+//! pods.add_handler(HandlerFns::<Pod>::new().on_add(|pod, _| println!("{}", pod.metadata.name)));
 //! pods.start();
 //! assert!(pods.wait_for_sync(Duration::from_secs(30)).await);
 //! let web = pods.store().get("default", "web-0");
