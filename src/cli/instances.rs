@@ -62,7 +62,8 @@ pub struct Snapshot {
 /// The instances of one service from its slices, sorted by address and port. `port` keeps only
 /// the slice port of that name; without it every port of every slice counts.
 pub fn compute(slices: &[Arc<EndpointSlice>], port: Option<&str>) -> Vec<Instance> {
-    let mut unique: BTreeMap<(String, i32), Instance> = BTreeMap::new();
+    // Keyed by the parsed address so that 10.0.0.9 sorts before 10.0.0.10.
+    let mut unique: BTreeMap<(AddressKey, i32), Instance> = BTreeMap::new();
     for slice in slices {
         let ports: Vec<i32> = slice
             .ports
@@ -93,7 +94,7 @@ pub fn compute(slices: &[Arc<EndpointSlice>], port: Option<&str>) -> Vec<Instanc
                             .map(|r| format!("{}/{}", r.namespace, r.name)),
                     };
                     unique
-                        .entry((address.clone(), p))
+                        .entry((AddressKey::of(address), p))
                         .and_modify(|seen| {
                             seen.ready |= instance.ready;
                             seen.serving |= instance.serving;
@@ -105,6 +106,22 @@ pub fn compute(slices: &[Arc<EndpointSlice>], port: Option<&str>) -> Vec<Instanc
         }
     }
     unique.into_values().collect()
+}
+
+/// Sorts IP addresses numerically (IPv4 first), anything else after them as text.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum AddressKey {
+    Ip(std::net::IpAddr),
+    Other(String),
+}
+
+impl AddressKey {
+    fn of(address: &str) -> AddressKey {
+        address
+            .parse()
+            .map(AddressKey::Ip)
+            .unwrap_or_else(|_| AddressKey::Other(address.to_owned()))
+    }
 }
 
 /// The state that goes with a service's presence and its instances.
@@ -138,6 +155,15 @@ impl Watcher {
             Vec::new()
         };
         let state = state_of(synced, present, &instances);
+        if state == State::NotSynced {
+            let snap = Snapshot {
+                service: self.key.clone(),
+                revision: 0,
+                state,
+                instances,
+            };
+            return (snap, false);
+        }
         let (revision, changed) = match &self.last {
             Some(l) if l.state == state && l.instances == instances => (l.revision, false),
             Some(l) => (l.revision + 1, true),
@@ -202,6 +228,7 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
         if snap.state != State::NotSynced {
             if changed_now || !args.watch {
                 print_snapshot(&mut out, &snap, args.output)?;
+                out.flush()?;
             }
             if !args.watch {
                 return Ok(());
@@ -270,7 +297,7 @@ fn print_snapshot(out: &mut Out, snap: &Snapshot, format: Format) -> CliResult {
                     &rows,
                 )?;
             }
-            out.flush()
+            Ok(())
         }
     }
 }
