@@ -23,6 +23,7 @@
 //! gzip members), so their bodies are decoded as they arrive.
 
 mod params;
+mod proxy;
 mod tls;
 
 use std::marker::PhantomData;
@@ -58,14 +59,14 @@ pub struct Client {
 
 #[derive(Debug)]
 struct Inner {
-    http: HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: HyperClient<HttpsConnector<proxy::Connector>, Full<Bytes>>,
     /// `scheme://authority` plus any path prefix, without a trailing `/`.
     base: String,
     config: Config,
 }
 
 impl Client {
-    /// A client for `config`. Fails only on unusable TLS material.
+    /// A client for `config`. Fails only on unusable TLS material or an unsupported proxy URL.
     ///
     /// ```
     /// let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
@@ -104,7 +105,9 @@ impl Client {
             }
             None => builder,
         };
-        let connector = builder.enable_all_versions().wrap_connector(http);
+        let connector = builder
+            .enable_all_versions()
+            .wrap_connector(proxy::Connector::new(http, config.proxy_url.as_ref())?);
         let http = HyperClient::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build(connector);
@@ -296,15 +299,20 @@ pub(crate) fn error_from_body(code: u16, retry_after: Option<u32>, body: &[u8]) 
 fn classify_transport(method: &Method, path: &str, e: hyper_util::client::legacy::Error) -> Error {
     // rustls errors surface as io::Error inside the connector error; report them as TLS errors so a
     // wrong CA reads as such, not as a generic connection failure.
+    // hyper-rustls wraps tokio-rustls's io::Error(InvalidData, rustls::Error) in another
+    // io::Error, and io::Error::source() skips the wrapped error itself, so io errors are opened
+    // with get_ref() as well as followed through source().
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
     while let Some(s) = source {
-        if let Some(tls) = s.downcast_ref::<rustls::Error>() {
-            return Error::Tls(format!("{method} {path}: {tls}"));
-        }
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        let mut inner = Some(s);
+        while let Some(i) = inner {
+            if let Some(tls) = i.downcast_ref::<rustls::Error>() {
                 return Error::Tls(format!("{method} {path}: {tls}"));
             }
+            inner = i
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|r| r as &(dyn std::error::Error + 'static));
         }
         source = s.source();
     }

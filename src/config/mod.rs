@@ -1,7 +1,14 @@
 //! Where the apiserver is and how to authenticate to it: everything [`Client`](crate::Client) needs.
 //!
-//! A [`Config`] is plain data. Build one by hand ([`Config::new`]) or load it the way kubectl does
-//! (kubeconfig, in-cluster). Secrets ([`Secret`], [`Identity`]) never show in `Debug` output.
+//! A [`Config`] is plain data. Build one by hand ([`Config::new`]) or load it the way kubectl does:
+//!
+//! * [`Config::infer`]: the kubeconfig (`$KUBECONFIG`, else `~/.kube/config`), else in-cluster.
+//! * [`Config::from_kubeconfig`] / [`Config::from_custom_kubeconfig`]: one context of a kubeconfig
+//!   ([`kubeconfig`]), with client certificates, tokens, token files and exec plugins ([`exec`]).
+//! * [`Config::incluster`]: a pod's service account ([`incluster`]).
+//!
+//! Secrets ([`Secret`], [`Identity`]) never show in `Debug` or `Display` output, and error messages
+//! name the file or field at fault without quoting secret values.
 
 use std::fmt;
 use std::future::Future;
@@ -16,17 +23,31 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use crate::error::{Error, Result};
 use crate::frame::DEFAULT_MAX_FRAME_BYTES;
 
+pub mod exec;
+pub mod incluster;
+pub mod kubeconfig;
+mod rfc3339;
+mod token_file;
+
+pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
+pub use incluster::{InClusterOptions, SERVICE_ACCOUNT_DIR};
+pub use kubeconfig::{Kubeconfig, KubeconfigOptions, kubeconfig_paths};
+pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
+
 /// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
 ///
 /// ```
 /// let s = informer::Secret::new("hunter2");
 /// assert_eq!(format!("{s:?}"), "Secret([redacted])");
+/// assert_eq!(s.to_string(), "[redacted]");
 /// assert_eq!(s.expose(), "hunter2");
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps a secret value.
     pub fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
     }
@@ -39,6 +60,12 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret([redacted])")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
     }
 }
 
@@ -153,6 +180,9 @@ pub struct Config {
     pub max_frame_bytes: usize,
     /// Largest accepted non-watch response body (default 1 GiB).
     pub max_response_bytes: usize,
+    /// An HTTP proxy to tunnel connections through with `CONNECT` (kubeconfig `proxy-url`);
+    /// `http://user:password@host:port` sends basic proxy credentials.
+    pub proxy_url: Option<Uri>,
 }
 
 impl Config {
@@ -167,6 +197,40 @@ impl Config {
             request_timeout: Duration::from_secs(300),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_response_bytes: 1 << 30,
+            proxy_url: None,
         }
+    }
+
+    /// The configuration kubectl would use: the kubeconfig files of `$KUBECONFIG` (else
+    /// `~/.kube/config`) if any exists, else the in-cluster configuration. A kubeconfig that exists
+    /// but is broken is an error (not silently skipped); when neither source is available the error
+    /// says where it looked.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> informer::Result<()> {
+    /// let client = informer::Client::new(informer::Config::infer().await?)?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn infer() -> Result<Config> {
+        let paths = kubeconfig_paths(
+            std::env::var_os("KUBECONFIG").as_deref(),
+            kubeconfig::home_dir().as_deref(),
+        );
+        if paths.iter().any(|p| p.exists()) {
+            let kubeconfig = Kubeconfig::read_merged(&paths)?;
+            return Config::from_custom_kubeconfig(kubeconfig, &KubeconfigOptions::default()).await;
+        }
+        Config::incluster().map_err(|incluster| {
+            let looked: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let looked = if looked.is_empty() {
+                "nowhere: $KUBECONFIG is empty and $HOME is not set".to_owned()
+            } else {
+                looked.join(", ")
+            };
+            Error::Config(format!(
+                "no cluster configuration: no kubeconfig file (looked at {looked}), and the \
+                 in-cluster configuration failed: {incluster}"
+            ))
+        })
     }
 }

@@ -1,0 +1,378 @@
+//! Exec credential plugins (`users[].user.exec`): client-go's `client.authentication.k8s.io/v1`
+//! and `v1beta1` `ExecCredential` protocol.
+//!
+//! The plugin is run with `tokio::process`, with the configured `args` and `env` and
+//! `KUBERNETES_EXEC_INFO` set to an `ExecCredential` request (its `spec.cluster` filled when
+//! `provideClusterInfo` is true). It prints an `ExecCredential` whose `status` holds a bearer
+//! `token` and/or a `clientCertificateData`/`clientKeyData` pair, and optionally an
+//! `expirationTimestamp`.
+//!
+//! Invariants:
+//! * A credential is cached until [`REFRESH_MARGIN`] before its expiry (forever without one) and
+//!   dropped when the server answers 401 ([`TokenProvider::invalidate`]), so the client's single
+//!   retry runs the plugin again. Concurrent callers wait for one run instead of starting several.
+//! * A failure says which plugin, for which user, its exit status and the end of its stderr; a
+//!   missing binary adds the `installHint`. Token and key never appear in messages or `Debug`.
+//! * `interactiveMode`: there is no TTY handling. `Never` and `IfAvailable` run the plugin with
+//!   stdin closed (`spec.interactive: false`) and capture stderr for error messages; `Always`
+//!   inherits stdin and stderr so the plugin can prompt (`spec.interactive: true`), and its stderr
+//!   is then not in error messages.
+//! * A client certificate from the plugin is read when the [`Config`](super::Config) is built (the
+//!   plugin runs once then) and becomes the TLS identity. A later run's certificate is not used:
+//!   rotating it needs a new [`Client`](crate::Client) (the TLS configuration is fixed per client).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use serde::Deserialize;
+
+use super::{Identity, Secret, TokenProvider, rfc3339};
+use crate::error::{Error, Result};
+use crate::model::meta::null_as_default;
+
+/// A credential is refreshed when less than this remains before its `expirationTimestamp`.
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// Most bytes of a plugin's stderr quoted in an error (the end is kept: that is where the reason
+/// usually is).
+const STDERR_EXCERPT: usize = 2048;
+
+/// The `exec` section of a kubeconfig user.
+///
+/// ```
+/// let exec: informer::config::ExecConfig = serde_json::from_str(
+///     r#"{"apiVersion": "client.authentication.k8s.io/v1", "command": "aws", "args": ["eks", "get-token"]}"#,
+/// ).unwrap();
+/// assert_eq!(exec.args, ["eks", "get-token"]);
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecConfig {
+    /// `client.authentication.k8s.io/v1` or `client.authentication.k8s.io/v1beta1`.
+    pub api_version: Option<String>,
+    /// The program: a name looked up on `$PATH`, or a path.
+    #[serde(default)]
+    pub command: String,
+    /// Arguments.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub args: Vec<String>,
+    /// Extra environment variables (values are treated as secrets).
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub env: Vec<ExecEnvVar>,
+    /// Shown when the program cannot be found.
+    pub install_hint: Option<String>,
+    /// Pass the cluster's details in `KUBERNETES_EXEC_INFO`.
+    #[serde(default)]
+    pub provide_cluster_info: bool,
+    /// Defaults to `IfAvailable`.
+    pub interactive_mode: Option<InteractiveMode>,
+}
+
+/// One `env` entry of an [`ExecConfig`].
+///
+/// ```
+/// let v: informer::config::ExecEnvVar = serde_json::from_str(r#"{"name": "K", "value": "v"}"#).unwrap();
+/// assert_eq!(format!("{v:?}"), r#"ExecEnvVar { name: "K", value: Secret([redacted]) }"#);
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct ExecEnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Its value (often a secret: redacted in `Debug`).
+    pub value: Secret,
+}
+
+/// Whether the plugin may talk to the user (see the module docs for what each mode does here).
+///
+/// ```
+/// use informer::config::InteractiveMode;
+/// assert_eq!(InteractiveMode::default(), InteractiveMode::IfAvailable);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum InteractiveMode {
+    /// Never interactive: stdin closed.
+    Never,
+    /// Interactive if possible; here, as `Never` (no TTY detection).
+    #[default]
+    IfAvailable,
+    /// Interactive: stdin and stderr inherited.
+    Always,
+}
+
+/// What a plugin returned (see [`ExecCredentialProvider::credential`]).
+#[derive(Clone, Debug)]
+pub struct ExecCredential {
+    /// `status.token`.
+    pub token: Option<Secret>,
+    /// `status.clientCertificateData` and `clientKeyData`.
+    pub identity: Option<Identity>,
+    /// `status.expirationTimestamp`; `None` means valid until the server rejects it.
+    pub expires_at: Option<SystemTime>,
+}
+
+/// A [`TokenProvider`] that runs an exec plugin and caches its credential.
+///
+/// ```no_run
+/// # async fn demo() -> informer::Result<()> {
+/// use informer::config::{ExecConfig, ExecCredentialProvider, TokenProvider};
+/// let exec = ExecConfig { command: "my-plugin".into(), ..Default::default() };
+/// let provider = ExecCredentialProvider::new("me", &exec, None)?;
+/// let token = provider.token().await?;
+/// # let _ = token; Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct ExecCredentialProvider {
+    user: String,
+    exec: ExecConfig,
+    api_version: String,
+    /// The `KUBERNETES_EXEC_INFO` JSON.
+    exec_info: String,
+    cached: Mutex<Option<ExecCredential>>,
+    /// Held while the plugin runs, so concurrent callers share one run.
+    running: tokio::sync::Mutex<()>,
+}
+
+impl ExecCredentialProvider {
+    /// A provider for `user`'s `exec` section. `cluster` is the `spec.cluster` object sent when
+    /// `provideClusterInfo` is set. Nothing is run yet.
+    ///
+    /// ```
+    /// use informer::config::{ExecConfig, ExecCredentialProvider};
+    /// let exec = ExecConfig { api_version: Some("v0".into()), command: "x".into(), ..Default::default() };
+    /// assert!(ExecCredentialProvider::new("me", &exec, None).is_err());
+    /// ```
+    pub fn new(
+        user: &str,
+        exec: &ExecConfig,
+        cluster: Option<serde_json::Value>,
+    ) -> Result<ExecCredentialProvider> {
+        let api_version = exec
+            .api_version
+            .clone()
+            .unwrap_or_else(|| "client.authentication.k8s.io/v1".into());
+        if !matches!(
+            api_version.as_str(),
+            "client.authentication.k8s.io/v1" | "client.authentication.k8s.io/v1beta1"
+        ) {
+            return Err(Error::Config(format!(
+                "user {user:?} exec apiVersion {api_version:?} is not supported (use \
+                 client.authentication.k8s.io/v1 or v1beta1)"
+            )));
+        }
+        if exec.command.is_empty() {
+            return Err(Error::Config(format!(
+                "user {user:?} exec: command is empty"
+            )));
+        }
+        let interactive = exec.interactive_mode.unwrap_or_default() == InteractiveMode::Always;
+        let mut spec = serde_json::json!({ "interactive": interactive });
+        if let Some(cluster) = cluster.filter(|_| exec.provide_cluster_info) {
+            spec["cluster"] = cluster;
+        }
+        let exec_info = serde_json::json!({
+            "apiVersion": api_version,
+            "kind": "ExecCredential",
+            "spec": spec,
+        })
+        .to_string();
+        Ok(ExecCredentialProvider {
+            user: user.to_owned(),
+            exec: exec.clone(),
+            api_version,
+            exec_info,
+            cached: Mutex::new(None),
+            running: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The cached credential if still fresh, else the plugin's new one.
+    ///
+    /// ```no_run
+    /// # async fn demo(provider: informer::config::ExecCredentialProvider) -> informer::Result<()> {
+    /// let credential = provider.credential().await?;
+    /// println!("valid until {:?}", credential.expires_at);
+    /// # Ok(()) }
+    /// ```
+    pub async fn credential(&self) -> Result<ExecCredential> {
+        if let Some(c) = self.fresh() {
+            return Ok(c);
+        }
+        let _running = self.running.lock().await;
+        if let Some(c) = self.fresh() {
+            return Ok(c);
+        }
+        let credential = self.run().await?;
+        *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.clone());
+        Ok(credential)
+    }
+
+    fn fresh(&self) -> Option<ExecCredential> {
+        let cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        cached
+            .as_ref()
+            .filter(|c| match c.expires_at {
+                None => true,
+                Some(at) => SystemTime::now() + REFRESH_MARGIN < at,
+            })
+            .cloned()
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "exec plugin {:?} of user {:?}",
+            self.exec.command, self.user
+        )
+    }
+
+    async fn run(&self) -> Result<ExecCredential> {
+        let interactive = self.exec.interactive_mode.unwrap_or_default() == InteractiveMode::Always;
+        let mut command = tokio::process::Command::new(&self.exec.command);
+        command
+            .args(&self.exec.args)
+            .envs(self.exec.env.iter().map(|v| (&v.name, v.value.expose())))
+            .env("KUBERNETES_EXEC_INFO", &self.exec_info)
+            .stdin(if interactive {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(if interactive {
+                Stdio::inherit()
+            } else {
+                Stdio::piped()
+            })
+            .kill_on_drop(true);
+        let output = command.output().await.map_err(|e| {
+            let hint = match &self.exec.install_hint {
+                Some(h) if !h.trim().is_empty() => h.trim().to_owned(),
+                _ => "the kubeconfig gives no installHint".to_owned(),
+            };
+            Error::Config(format!(
+                "{} could not be started: {e}. {hint}",
+                self.describe()
+            ))
+        })?;
+        if !output.status.success() {
+            let stderr = if interactive {
+                "(stderr went to the terminal)".to_owned()
+            } else {
+                stderr_excerpt(&output.stderr)
+            };
+            return Err(Error::Config(format!(
+                "{} failed ({}); stderr: {stderr}",
+                self.describe(),
+                output.status
+            )));
+        }
+        self.parse_output(&output.stdout)
+    }
+
+    fn parse_output(&self, stdout: &[u8]) -> Result<ExecCredential> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Output {
+            api_version: Option<String>,
+            kind: Option<String>,
+            status: Option<Status>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Status {
+            expiration_timestamp: Option<String>,
+            token: Option<Secret>,
+            client_certificate_data: Option<String>,
+            client_key_data: Option<Secret>,
+        }
+        let fail = |what: String| Error::Config(format!("{}: {what}", self.describe()));
+        // serde_json's messages give line and column, never the input text.
+        let output: Output = serde_json::from_slice(stdout)
+            .map_err(|e| fail(format!("output is not an ExecCredential JSON object: {e}")))?;
+        if output.kind.as_deref() != Some("ExecCredential") {
+            return Err(fail(format!(
+                "output has kind {:?}, expected \"ExecCredential\"",
+                output.kind.unwrap_or_default()
+            )));
+        }
+        if output.api_version.as_deref() != Some(&self.api_version) {
+            return Err(fail(format!(
+                "output has apiVersion {:?}, but the kubeconfig asks for {:?}",
+                output.api_version.unwrap_or_default(),
+                self.api_version
+            )));
+        }
+        let status = output
+            .status
+            .ok_or_else(|| fail("output has no status".into()))?;
+        let expires_at = match status.expiration_timestamp.as_deref() {
+            None | Some("") => None,
+            Some(t) => Some(rfc3339::parse(t).ok_or_else(|| {
+                fail(format!(
+                    "status.expirationTimestamp {t:?} is not an RFC 3339 time"
+                ))
+            })?),
+        };
+        let token = status.token.filter(|t| !t.expose().is_empty());
+        let identity = match (status.client_certificate_data, status.client_key_data) {
+            (Some(cert), Some(key)) if !cert.is_empty() => Some(
+                Identity::from_pem(cert.as_bytes(), key.expose().as_bytes()).map_err(|e| {
+                    fail(format!("status.clientCertificateData/clientKeyData: {e}"))
+                })?,
+            ),
+            (Some(cert), None) if !cert.is_empty() => {
+                return Err(fail(
+                    "status.clientCertificateData without status.clientKeyData".into(),
+                ));
+            }
+            _ => None,
+        };
+        if token.is_none() && identity.is_none() {
+            return Err(fail(
+                "status has neither a token nor a client certificate".into(),
+            ));
+        }
+        Ok(ExecCredential {
+            token,
+            identity,
+            expires_at,
+        })
+    }
+}
+
+impl TokenProvider for ExecCredentialProvider {
+    fn token(&self) -> Pin<Box<dyn Future<Output = Result<Secret>> + Send + '_>> {
+        Box::pin(async move {
+            self.credential().await?.token.ok_or_else(|| {
+                Error::Config(format!(
+                    "{} returned a client certificate but no token",
+                    self.describe()
+                ))
+            })
+        })
+    }
+
+    fn invalidate(&self) {
+        *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// The last [`STDERR_EXCERPT`] bytes of `stderr`, trimmed, as one printable line.
+fn stderr_excerpt(stderr: &[u8]) -> String {
+    let start = stderr.len().saturating_sub(STDERR_EXCERPT);
+    let text = String::from_utf8_lossy(&stderr[start..]);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty)".into();
+    }
+    let mut line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if start > 0 {
+        line.insert(0, '…');
+    }
+    line
+}

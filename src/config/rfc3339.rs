@@ -1,0 +1,137 @@
+//! A tiny RFC 3339 timestamp parser for `ExecCredential.status.expirationTimestamp`.
+//!
+//! Accepts `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (the `T` may be `t` or a space, `Z` may be
+//! `z`), which is what Go's `time.RFC3339` marshalling produces. Leap seconds (`:60`) are clamped to
+//! `:59`. Anything else is `None`; a date crate would be a dependency for one field.
+
+use std::time::{Duration, SystemTime};
+
+/// The instant `text` names, or `None` if it is not an RFC 3339 timestamp (or is before 1970).
+pub(crate) fn parse(text: &str) -> Option<SystemTime> {
+    let b = text.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let digits = b.get(range)?;
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(digits).ok()?.parse().ok()
+    };
+    let sep = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?.min(59));
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    if hour > 23 || minute > 59 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos: u32 = 0;
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            if i - start < 9 {
+                nanos = nanos * 10 + u32::from(b[i] - b'0');
+            }
+            i += 1;
+        }
+        let digits = i - start;
+        if digits == 0 {
+            return None;
+        }
+        nanos *= 10u32.pow(9u32.saturating_sub(digits as u32));
+    }
+    let offset_seconds = match b.get(i)? {
+        b'Z' | b'z' if i + 1 == b.len() => 0,
+        sign @ (b'+' | b'-') if i + 6 == b.len() && b[i + 3] == b':' => {
+            let (h, m) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let s = h * 3600 + m * 60;
+            if *sign == b'+' { s } else { -s }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset_seconds;
+    let seconds = u64::try_from(seconds).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(seconds, nanos))
+}
+
+fn is_leap(year: i64) -> bool {
+    (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(text: &str) -> Option<u64> {
+        parse(text).map(|t| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs())
+    }
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(secs("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(secs("2000-03-01T00:00:00Z"), Some(951_868_800));
+        assert_eq!(secs("2024-02-29T12:34:56Z"), Some(1_709_210_096));
+        assert_eq!(secs("2024-02-29T14:34:56+02:00"), Some(1_709_210_096));
+        assert_eq!(secs("2024-02-29T12:04:56-00:30"), Some(1_709_210_096));
+        assert_eq!(secs("2024-02-29t12:34:56.999999999z"), Some(1_709_210_096));
+        let t = parse("2024-02-29T12:34:56.25Z").unwrap();
+        assert_eq!(
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .subsec_millis(),
+            250
+        );
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for bad in [
+            "",
+            "2024-02-30T00:00:00Z",
+            "2023-02-29T00:00:00Z",
+            "2024-13-01T00:00:00Z",
+            "2024-01-01T24:00:00Z",
+            "2024-01-01T00:00:00",
+            "2024-01-01T00:00:00.Z",
+            "2024-01-01T00:00:00+0100",
+            "2024-01-01T00:00:00Zjunk",
+            "1969-12-31T23:59:59Z",
+            "２024-01-01T00:00:00Z",
+            "+024-01-01T00:00:00Z",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+}
