@@ -575,6 +575,13 @@ async fn sim_subcommand_serves_plain_and_tls_with_token() {
     assert_eq!(no_token.code(), 1);
     let no_ca = kwatch(&["--server", &url, "--token", "s3cret", "get", "pods"]).await;
     assert_eq!(no_ca.code(), 1);
+    // The kubeconfig it wrote carries the URL, the CA and the token.
+    let kubeconfig = header[1].strip_prefix("kubeconfig ").unwrap().to_owned();
+    let from_file = kwatch(&["--kubeconfig", &kubeconfig, "get", "pods"]).await;
+    assert_eq!(from_file.code(), 0, "{}", from_file.stderr);
+    let mut c = command(&["--context", "sim", "get", "pods"]);
+    c.env("KUBECONFIG", &kubeconfig);
+    assert_eq!(run_cmd(c).await.code(), 0);
     tls.kill().await.unwrap();
 }
 

@@ -4,15 +4,14 @@
 //! `--insecure-skip-tls-verify`. Without it kwatch looks for a kubeconfig, then for an in-cluster
 //! service account, and says where it looked when it finds neither.
 
-use std::path::PathBuf;
-
+use informer::config::KubeconfigOptions;
 use informer::{Auth, Client, Config, Secret};
 
 use super::args::Global;
 use super::{CliError, CliResult};
 
 /// The configuration the global options describe.
-pub fn load_config(global: &Global) -> CliResult<Config> {
+pub async fn load_config(global: &Global) -> CliResult<Config> {
     let mut config = match &global.server {
         Some(server) => {
             let url = server
@@ -20,7 +19,7 @@ pub fn load_config(global: &Global) -> CliResult<Config> {
                 .map_err(|e| CliError::Usage(format!("--server {server:?}: {e}")))?;
             Config::new(url)
         }
-        None => infer(global)?,
+        None => infer(global).await?,
     };
     if let Some(token) = &global.token {
         config.auth = Auth::Bearer(Secret::new(token.clone()));
@@ -44,8 +43,8 @@ pub fn load_config(global: &Global) -> CliResult<Config> {
 }
 
 /// A client for the global options, and the namespace to work in (`None`: all namespaces).
-pub fn connect(global: &Global) -> CliResult<(Client, Option<String>)> {
-    let config = load_config(global)?;
+pub async fn connect(global: &Global) -> CliResult<(Client, Option<String>)> {
+    let config = load_config(global).await?;
     let namespace = if global.all_namespaces {
         None
     } else {
@@ -59,46 +58,23 @@ pub fn connect(global: &Global) -> CliResult<(Client, Option<String>)> {
     Ok((Client::new(config)?, namespace))
 }
 
-/// The kubeconfig files kubectl would read: `--kubeconfig`, else `$KUBECONFIG`, else
-/// `~/.kube/config`.
-fn kubeconfig_candidates(global: &Global) -> Vec<PathBuf> {
-    if let Some(p) = &global.kubeconfig {
-        return vec![p.clone()];
+/// kubectl's order: `--kubeconfig`/`--context` name a kubeconfig to use; otherwise
+/// `$KUBECONFIG` or `~/.kube/config` if one exists, else the in-cluster service account.
+async fn infer(global: &Global) -> CliResult<Config> {
+    let explain = |e: informer::Error| {
+        CliError::Runtime(format!(
+            "{e}; use --server URL, or try `kwatch demo` (no cluster needed)"
+        ))
+    };
+    if global.kubeconfig.is_some() || global.context.is_some() {
+        let options = KubeconfigOptions {
+            context: global.context.clone(),
+            path: global.kubeconfig.clone(),
+            ..Default::default()
+        };
+        return Config::from_kubeconfig(&options).await.map_err(explain);
     }
-    if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        return std::env::split_paths(&v).collect();
-    }
-    std::env::var_os("HOME")
-        .map(|h| vec![PathBuf::from(h).join(".kube").join("config")])
-        .unwrap_or_default()
-}
-
-fn infer(global: &Global) -> CliResult<Config> {
-    let candidates = kubeconfig_candidates(global);
-    if let Some(found) = candidates.iter().find(|p| p.exists()) {
-        return Err(CliError::Runtime(format!(
-            "found kubeconfig {} but kubeconfig loading is not available in this build; \
-             use --server URL [--token T] [--certificate-authority PATH]",
-            found.display()
-        )));
-    }
-    if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
-        return Err(CliError::Runtime(
-            "running in a cluster, but in-cluster configuration is not available in this build; \
-             use --server URL [--token T] [--certificate-authority PATH]"
-                .into(),
-        ));
-    }
-    let looked: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
-    Err(CliError::Runtime(format!(
-        "no cluster configuration: no kubeconfig (looked at {}) and not in a cluster \
-         (KUBERNETES_SERVICE_HOST is not set); use --server URL, or try `kwatch demo`",
-        if looked.is_empty() {
-            "nothing: HOME is not set".to_owned()
-        } else {
-            looked.join(", ")
-        }
-    )))
+    Config::infer().await.map_err(explain)
 }
 
 /// How long a command waits for its informers' first list before giving up.

@@ -16,7 +16,7 @@ use super::watch::dynamic_informer;
 use super::{CliError, CliResult, resolve};
 
 pub async fn run(global: &Global, args: GetArgs) -> CliResult {
-    let (client, namespace) = connect::connect(global)?;
+    let (client, namespace) = connect::connect(global).await?;
     let resource = resolve::resolve(&client, &args.resource).await?;
     let errors = ErrorCollector::default();
     let field_selector = match (&args.name, &args.field_selector) {

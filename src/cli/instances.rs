@@ -181,7 +181,7 @@ impl Watcher {
 }
 
 pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
-    let (client, namespace) = connect::connect(global)?;
+    let (client, namespace) = connect::connect(global).await?;
     connect::probe(&client).await?;
     let (namespace, name) = match args.service.split_once('/') {
         Some((ns, n)) => (ns.to_owned(), n.to_owned()),

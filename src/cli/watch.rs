@@ -117,7 +117,7 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
-    let (client, namespace) = connect::connect(global)?;
+    let (client, namespace) = connect::connect(global).await?;
     let resource = resolve::resolve(&client, &args.resource).await?;
     let errors = ErrorCollector::default();
     let options = ReflectorOptions {
