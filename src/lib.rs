@@ -17,12 +17,14 @@
 //! * [`fifo`]: the per-key coalescing queue between the reflector and the store.
 //! * [`store`]: the sharded, indexed local cache.
 //! * [`informer`]: shared informers: one reflector, one store, many handlers.
+//! * [`discovery`]: service discovery on EndpointSlices (versioned snapshots, subscriptions).
 //! * [`workqueue`]: the rate-limited work queue and worker loop of a controller.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
 //! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
 
 pub mod client;
 pub mod config;
+pub mod discovery;
 pub mod error;
 pub mod fifo;
 pub mod frame;
@@ -37,6 +39,7 @@ pub mod workqueue;
 
 pub use client::{Api, Client, ListParams, ObjectList, Pager, VersionMatch, WatchParams};
 pub use config::{Auth, Config, Identity, Secret, TlsConfig};
+pub use discovery::{Discovery, DiscoveryOptions};
 pub use error::{Error, Result};
 pub use fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
 pub use informer::{EventHandler, HandlerFns, Informer, InformerFactory};

@@ -1,0 +1,724 @@
+//! The cells: one latest-value channel per `(namespace, service, port)`, the informers behind them
+//! and the handlers that recompute them.
+//!
+//! Lock order: `services` map, then a Service's `state`, then `cells`/`pod_refs`/`slice_seq`.
+//! Handlers take the map only to find the Service, and release it before locking the Service.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use hashbrown::HashTable;
+use tokio::sync::{Notify, watch};
+
+use super::fallback::Fetches;
+use super::merge::{self, MergeContext, Merged, ObservedSlice};
+use super::snapshot::{Freshness, InstanceMetadata, ServiceState, Snapshot};
+use super::{
+    DiscoveryMetrics, DiscoveryOptions, EndpointSource, SERVICE_INDEX, SERVICE_NAME_LABEL,
+    WatchScope, persist,
+};
+use crate::client::Client;
+use crate::informer::{HandlerFns, Informer, InformerFactory};
+use crate::model::{
+    EndpointSlice, Endpoints, Object, PartialObjectMetadata, Pod, Resource, Service,
+};
+
+/// `(namespace, service)`.
+pub(crate) type ServiceKey = (String, String);
+
+/// One `(namespace, service, port)`: the latest snapshot, as a watch channel.
+pub(crate) struct Cell {
+    namespace: String,
+    service: String,
+    port: String,
+    hash: u64,
+    tx: watch::Sender<Arc<Snapshot>>,
+}
+
+impl Cell {
+    pub(crate) fn current(&self) -> Arc<Snapshot> {
+        self.tx.borrow().clone()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<Snapshot>> {
+        self.tx.subscribe()
+    }
+
+    fn is(&self, namespace: &str, service: &str, port: &str) -> bool {
+        self.namespace == namespace && self.service == service && self.port == port
+    }
+}
+
+/// A Service somebody asked about, and its cells.
+struct ServiceEntry {
+    namespace: String,
+    name: String,
+    state: Mutex<ServiceInner>,
+}
+
+struct ServiceInner {
+    revision: u64,
+    cells: Vec<Arc<Cell>>,
+    /// Pods (`namespace/name`) the last computation referenced, to keep `pod_refs` exact.
+    pods: BTreeSet<String>,
+}
+
+/// The informers of one namespace (or of the cluster) and their sync progress.
+struct Watch {
+    slices: Option<Informer<EndpointSlice>>,
+    endpoints: Option<Informer<Endpoints>>,
+    services: Option<Informer<Service>>,
+    pods: Option<Informer<PartialObjectMetadata>>,
+    /// Set once every informer synced, just before the first full computation: from then on
+    /// handlers recompute.
+    computing: AtomicBool,
+    /// Set after the first full computation.
+    computed: AtomicBool,
+    computed_notify: Notify,
+}
+
+impl Watch {
+    fn has_synced(&self) -> bool {
+        self.slices.as_ref().is_none_or(|i| i.has_synced())
+            && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
+            && self.services.as_ref().is_none_or(|i| i.has_synced())
+            && self.pods.as_ref().is_none_or(|i| i.has_synced())
+    }
+}
+
+pub(crate) struct Cache {
+    pub(crate) client: Client,
+    factory: Arc<InformerFactory>,
+    pub(crate) options: DiscoveryOptions,
+    runtime: tokio::runtime::Handle,
+    me: Weak<Cache>,
+    hasher: RandomState,
+    /// The read path: every cell, by `(namespace, service, port)`.
+    cells: RwLock<HashTable<Arc<Cell>>>,
+    services: Mutex<HashMap<ServiceKey, Arc<ServiceEntry>>>,
+    /// By namespace (`None` cluster-wide).
+    watches: Mutex<HashMap<Option<String>, Arc<Watch>>>,
+    /// Slice key -> observation sequence of its latest add/update (merge rule 5).
+    slice_seq: Mutex<HashMap<String, u64>>,
+    next_seq: AtomicU64,
+    /// Pod `namespace/name` -> Services whose endpoints target it.
+    pod_refs: Mutex<HashMap<String, HashSet<ServiceKey>>>,
+    /// Last-known-good snapshots loaded at start, by `(namespace, service, port)`.
+    pub(crate) stale: Mutex<HashMap<(String, String, String), Snapshot>>,
+    pub(crate) fetches: Fetches,
+    pub(crate) dirty: AtomicBool,
+    recomputes: AtomicU64,
+    published: AtomicU64,
+    pub(crate) apiserver_reads: AtomicU64,
+    pub(crate) fetches_shared: AtomicU64,
+}
+
+impl Cache {
+    pub(crate) fn new(
+        client: Client,
+        factory: Arc<InformerFactory>,
+        options: DiscoveryOptions,
+    ) -> Arc<Cache> {
+        let runtime = tokio::runtime::Handle::current();
+        let stale = options
+            .last_known_good
+            .as_deref()
+            .map(persist::load)
+            .unwrap_or_default();
+        let cache = Arc::new_cyclic(|me| Cache {
+            client,
+            factory,
+            fetches: Fetches::new(options.max_concurrent_fetches),
+            options,
+            runtime,
+            me: me.clone(),
+            hasher: RandomState::new(),
+            cells: RwLock::new(HashTable::new()),
+            services: Mutex::new(HashMap::new()),
+            watches: Mutex::new(HashMap::new()),
+            slice_seq: Mutex::new(HashMap::new()),
+            next_seq: AtomicU64::new(1),
+            pod_refs: Mutex::new(HashMap::new()),
+            stale: Mutex::new(stale),
+            dirty: AtomicBool::new(false),
+            recomputes: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+            apiserver_reads: AtomicU64::new(0),
+            fetches_shared: AtomicU64::new(0),
+        });
+        if cache.options.last_known_good.is_some() {
+            persist::spawn_saver(&cache);
+        }
+        cache
+    }
+
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    fn hash(&self, namespace: &str, service: &str, port: &str) -> u64 {
+        self.hasher.hash_one((namespace, service, port))
+    }
+
+    /// The read path: a hash lookup and an `Arc` clone once the cell exists.
+    pub(crate) fn instances(&self, namespace: &str, service: &str, port: &str) -> Arc<Snapshot> {
+        let hash = self.hash(namespace, service, port);
+        if let Some(cell) = self
+            .cells
+            .read()
+            .unwrap()
+            .find(hash, |c| c.is(namespace, service, port))
+        {
+            return cell.current();
+        }
+        self.cell(namespace, service, port).current()
+    }
+
+    /// The cell of a Service port, created (and its namespace's informers started) on first use.
+    pub(crate) fn cell(&self, namespace: &str, service: &str, port: &str) -> Arc<Cell> {
+        let hash = self.hash(namespace, service, port);
+        if let Some(cell) = self
+            .cells
+            .read()
+            .unwrap()
+            .find(hash, |c| c.is(namespace, service, port))
+        {
+            return cell.clone();
+        }
+        let watch = self.watch(namespace);
+        let entry = {
+            let mut services = self.services.lock().unwrap();
+            services
+                .entry((namespace.to_owned(), service.to_owned()))
+                .or_insert_with(|| {
+                    Arc::new(ServiceEntry {
+                        namespace: namespace.to_owned(),
+                        name: service.to_owned(),
+                        state: Mutex::new(ServiceInner {
+                            revision: 0,
+                            cells: Vec::new(),
+                            pods: BTreeSet::new(),
+                        }),
+                    })
+                })
+                .clone()
+        };
+        let mut inner = entry.state.lock().unwrap();
+        if let Some(cell) = inner.cells.iter().find(|c| c.port == port) {
+            return cell.clone();
+        }
+        let key = (namespace.to_owned(), service.to_owned(), port.to_owned());
+        let initial = match self.stale.lock().unwrap().remove(&key) {
+            Some(mut stale) => {
+                inner.revision = inner.revision.max(stale.revision);
+                stale.revision = inner.revision;
+                stale
+            }
+            None => Snapshot::not_synced(namespace, service, port),
+        };
+        let cell = Arc::new(Cell {
+            namespace: key.0,
+            service: key.1,
+            port: key.2,
+            hash,
+            tx: watch::Sender::new(Arc::new(initial)),
+        });
+        inner.cells.push(cell.clone());
+        self.cells
+            .write()
+            .unwrap()
+            .insert_unique(hash, cell.clone(), |c| c.hash);
+        if watch.computing.load(Ordering::SeqCst) {
+            self.recompute_locked(&entry, &mut inner, &watch);
+        }
+        cell
+    }
+
+    pub(crate) fn has_synced(&self, namespace: &str) -> bool {
+        self.watch(namespace).has_synced()
+    }
+
+    pub(crate) async fn wait_first_compute(
+        &self,
+        namespace: &str,
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        let watch = self.watch(namespace);
+        loop {
+            let notified = watch.computed_notify.notified();
+            if watch.computed.load(Ordering::SeqCst) {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return watch.computed.load(Ordering::SeqCst);
+            }
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> DiscoveryMetrics {
+        DiscoveryMetrics {
+            tracked_ports: self.cells.read().unwrap().len(),
+            recomputes: self.recomputes.load(Ordering::Relaxed),
+            published: self.published.load(Ordering::Relaxed),
+            apiserver_reads: self.apiserver_reads.load(Ordering::Relaxed),
+            fetches_shared: self.fetches_shared.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Every cell's current snapshot (for the last-known-good file).
+    pub(crate) fn all_snapshots(&self) -> Vec<Arc<Snapshot>> {
+        self.cells
+            .read()
+            .unwrap()
+            .iter()
+            .map(|c| c.current())
+            .collect()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Informers
+
+    fn scope_key(&self, namespace: &str) -> Option<String> {
+        match self.options.scope {
+            WatchScope::PerNamespace => Some(namespace.to_owned()),
+            WatchScope::ClusterWide => None,
+        }
+    }
+
+    /// The informers serving `namespace`, created, wired and started on first use.
+    fn watch(&self, namespace: &str) -> Arc<Watch> {
+        let key = self.scope_key(namespace);
+        let mut watches = self.watches.lock().unwrap();
+        if let Some(w) = watches.get(&key) {
+            return w.clone();
+        }
+        let ns = key.as_deref();
+        let o = &self.options;
+        let slices = (o.source == EndpointSource::EndpointSlices).then(|| {
+            let inf: Informer<EndpointSlice> =
+                self.factory
+                    .informer_with(EndpointSlice::api_resource(), ns, None, None);
+            // Already there when the factory is shared with another Discovery: same function.
+            let _ = inf.store().add_index(
+                SERVICE_INDEX,
+                Arc::new(|s: &EndpointSlice| {
+                    s.metadata
+                        .labels
+                        .get(SERVICE_NAME_LABEL)
+                        .map(|svc| vec![format!("{}/{svc}", s.metadata.namespace)])
+                        .unwrap_or_default()
+                }),
+            );
+            inf
+        });
+        let endpoints = (o.source == EndpointSource::Endpoints).then(|| {
+            self.factory
+                .informer_with(Endpoints::api_resource(), ns, None, None)
+        });
+        let services = o.watch_services.then(|| {
+            self.factory
+                .informer_with(Service::api_resource(), ns, None, None)
+        });
+        let pods = o.pod_metadata.then(|| {
+            self.factory
+                .informer_with::<PartialObjectMetadata>(Pod::api_resource(), ns, None, None)
+        });
+        let watch = Arc::new(Watch {
+            slices,
+            endpoints,
+            services,
+            pods,
+            computing: AtomicBool::new(false),
+            computed: AtomicBool::new(false),
+            computed_notify: Notify::new(),
+        });
+        self.wire(&watch);
+        watches.insert(key.clone(), watch.clone());
+        drop(watches);
+        let me = self.me.clone();
+        let w = watch.clone();
+        self.runtime.spawn(async move {
+            while !w.has_synced() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let Some(cache) = me.upgrade() else { return };
+            // Before the full computation: events handled from now on recompute themselves, and
+            // the ones handled before are already in the stores the computation reads.
+            w.computing.store(true, Ordering::SeqCst);
+            let entries: Vec<Arc<ServiceEntry>> = {
+                let services = cache.services.lock().unwrap();
+                services
+                    .values()
+                    .filter(|e| key.is_none() || key.as_deref() == Some(e.namespace.as_str()))
+                    .cloned()
+                    .collect()
+            };
+            for e in entries {
+                cache.recompute(&e);
+            }
+            w.computed.store(true, Ordering::SeqCst);
+            w.computed_notify.notify_waiters();
+        });
+        watch
+    }
+
+    /// Registers the handlers that recompute Services and starts the informers.
+    fn wire(&self, w: &Watch) {
+        let rt = &self.runtime;
+        if let Some(inf) = &w.slices {
+            let (a, u, d) = (self.me.clone(), self.me.clone(), self.me.clone());
+            inf.add_handler(
+                HandlerFns::new()
+                    .on_add(move |s: &Arc<EndpointSlice>, _| {
+                        if let Some(c) = a.upgrade() {
+                            c.slice_changed(s, true);
+                        }
+                    })
+                    .on_update(move |old: &Arc<EndpointSlice>, new: &Arc<EndpointSlice>| {
+                        if let Some(c) = u.upgrade() {
+                            if service_of(old) != service_of(new) {
+                                c.slice_changed(old, false);
+                            }
+                            c.slice_changed(new, true);
+                        }
+                    })
+                    .on_delete(move |s| {
+                        if let Some(c) = d.upgrade() {
+                            c.slice_changed(s.object(), false);
+                        }
+                    }),
+            );
+            inf.start_on(rt);
+        }
+        if let Some(inf) = &w.endpoints {
+            let me = self.me.clone();
+            let me2 = self.me.clone();
+            let me3 = self.me.clone();
+            inf.add_handler(
+                HandlerFns::new()
+                    .on_add(move |e: &Arc<Endpoints>, _| {
+                        if let Some(c) = me.upgrade() {
+                            c.service_changed(&e.metadata.namespace, &e.metadata.name);
+                        }
+                    })
+                    .on_update(move |_, e: &Arc<Endpoints>| {
+                        if let Some(c) = me2.upgrade() {
+                            c.service_changed(&e.metadata.namespace, &e.metadata.name);
+                        }
+                    })
+                    .on_delete(move |e| {
+                        if let Some(c) = me3.upgrade() {
+                            let m = e.object().meta();
+                            c.service_changed(&m.namespace, &m.name);
+                        }
+                    }),
+            );
+            inf.start_on(rt);
+        }
+        if let Some(inf) = &w.services {
+            let me = self.me.clone();
+            let me2 = self.me.clone();
+            let me3 = self.me.clone();
+            inf.add_handler(
+                HandlerFns::new()
+                    .on_add(move |s: &Arc<Service>, _| {
+                        if let Some(c) = me.upgrade() {
+                            c.service_changed(&s.metadata.namespace, &s.metadata.name);
+                        }
+                    })
+                    .on_update(move |old: &Arc<Service>, new: &Arc<Service>| {
+                        if old.spec.ports == new.spec.ports {
+                            return;
+                        }
+                        if let Some(c) = me2.upgrade() {
+                            c.service_changed(&new.metadata.namespace, &new.metadata.name);
+                        }
+                    })
+                    .on_delete(move |s| {
+                        if let Some(c) = me3.upgrade() {
+                            let m = s.object().meta();
+                            c.service_changed(&m.namespace, &m.name);
+                        }
+                    }),
+            );
+            inf.start_on(rt);
+        }
+        if let Some(inf) = &w.pods {
+            let me = self.me.clone();
+            let me2 = self.me.clone();
+            let me3 = self.me.clone();
+            inf.add_handler(
+                HandlerFns::new()
+                    .on_add(move |p: &Arc<PartialObjectMetadata>, _| {
+                        if let Some(c) = me.upgrade() {
+                            c.pod_changed(p.meta().key());
+                        }
+                    })
+                    .on_update(
+                        move |old: &Arc<PartialObjectMetadata>,
+                              new: &Arc<PartialObjectMetadata>| {
+                            let (o, n) = (old.meta(), new.meta());
+                            if o.labels == n.labels && o.annotations == n.annotations {
+                                return;
+                            }
+                            if let Some(c) = me2.upgrade() {
+                                c.pod_changed(n.key());
+                            }
+                        },
+                    )
+                    .on_delete(move |p| {
+                        if let Some(c) = me3.upgrade() {
+                            c.pod_changed(p.key());
+                        }
+                    }),
+            );
+            inf.start_on(rt);
+        }
+    }
+
+    fn slice_changed(&self, slice: &EndpointSlice, present: bool) {
+        let key = slice.metadata.key();
+        {
+            let mut seqs = self.slice_seq.lock().unwrap();
+            if present {
+                seqs.insert(key, self.next_seq.fetch_add(1, Ordering::Relaxed));
+            } else {
+                seqs.remove(&key);
+            }
+        }
+        if let Some(svc) = service_of(slice) {
+            self.service_changed(&slice.metadata.namespace, svc);
+        }
+    }
+
+    fn pod_changed(&self, pod_key: String) {
+        let services: Vec<ServiceKey> = match self.pod_refs.lock().unwrap().get(&pod_key) {
+            Some(s) => s.iter().cloned().collect(),
+            None => return,
+        };
+        for (ns, svc) in services {
+            self.service_changed(&ns, &svc);
+        }
+    }
+
+    /// Recomputes a tracked Service (nothing for Services nobody asked about).
+    fn service_changed(&self, namespace: &str, service: &str) {
+        let entry = self
+            .services
+            .lock()
+            .unwrap()
+            .get(&(namespace.to_owned(), service.to_owned()))
+            .cloned();
+        if let Some(entry) = entry {
+            self.recompute(&entry);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Computation
+
+    fn recompute(&self, entry: &ServiceEntry) {
+        let watch = self.watch(&entry.namespace);
+        if !watch.computing.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut inner = entry.state.lock().unwrap();
+        self.recompute_locked(entry, &mut inner, &watch);
+    }
+
+    /// Recomputes every cell of a Service from the informer stores and publishes the ones whose
+    /// content changed, all with one new revision. Runs under the Service's lock, so revisions are
+    /// published in the order they were computed.
+    fn recompute_locked(&self, entry: &ServiceEntry, inner: &mut ServiceInner, watch: &Watch) {
+        self.recomputes.fetch_add(1, Ordering::Relaxed);
+        let (ns, name) = (entry.namespace.as_str(), entry.name.as_str());
+        let service = watch.services.as_ref().map(|i| i.store().get(ns, name));
+        let source = self.read_source(watch, ns, name);
+        let pods = watch.pods.as_ref().map(|p| p.store().clone());
+        let pod_lookup = |pns: &str, pname: &str| -> Option<Arc<InstanceMetadata>> {
+            let store = pods.as_ref()?;
+            store
+                .get(pns, pname)
+                .map(|p| Arc::new(merge::instance_metadata(&p)))
+        };
+        let mut updates = Vec::new();
+        let mut referenced = BTreeSet::new();
+        for cell in &inner.cells {
+            let ctx = MergeContext {
+                options: &self.options,
+                namespace: ns,
+                port_name: &cell.port,
+                service: service.as_ref().and_then(|s| s.as_deref()),
+                pod: &pod_lookup,
+            };
+            let merged = compute(&source, service.as_ref().map(|s| s.is_some()), &ctx);
+            referenced.extend(merged.instances.iter().filter_map(|i| i.pod.clone()));
+            let current = cell.current();
+            let candidate = snapshot(ns, name, &cell.port, 0, merged, Freshness::Live);
+            if !candidate.same_content(&current) || current.freshness != Freshness::Live {
+                updates.push((cell.clone(), candidate));
+            }
+        }
+        if self.options.pod_metadata {
+            // Every Pod the slices target, including those not cached yet (so their arrival
+            // triggers a recomputation).
+            referenced.extend(source.target_pods(ns));
+            self.update_pod_refs(ns, name, &inner.pods, &referenced);
+            inner.pods = referenced;
+        }
+        if updates.is_empty() {
+            return;
+        }
+        inner.revision += 1;
+        for (cell, mut snap) in updates {
+            snap.revision = inner.revision;
+            cell.tx.send_replace(Arc::new(snap));
+            self.published.fetch_add(1, Ordering::Relaxed);
+        }
+        self.dirty.store(true, Ordering::Relaxed);
+    }
+
+    /// The endpoint objects of a Service, from the informer stores.
+    fn read_source(&self, watch: &Watch, ns: &str, name: &str) -> Source {
+        if let Some(inf) = &watch.endpoints {
+            return Source::Endpoints(inf.store().get(ns, name));
+        }
+        let Some(inf) = &watch.slices else {
+            return Source::Slices(Vec::new());
+        };
+        let slices = inf
+            .store()
+            .by_index(SERVICE_INDEX, &format!("{ns}/{name}"))
+            .unwrap_or_default();
+        let seqs = self.slice_seq.lock().unwrap();
+        Source::Slices(
+            slices
+                .into_iter()
+                .map(|slice| {
+                    let seq = seqs.get(&slice.metadata.key()).copied().unwrap_or(0);
+                    ObservedSlice { slice, seq }
+                })
+                .collect(),
+        )
+    }
+
+    fn update_pod_refs(
+        &self,
+        ns: &str,
+        name: &str,
+        before: &BTreeSet<String>,
+        after: &BTreeSet<String>,
+    ) {
+        let key = (ns.to_owned(), name.to_owned());
+        let mut refs = self.pod_refs.lock().unwrap();
+        for gone in before.difference(after) {
+            if let Some(set) = refs.get_mut(gone) {
+                set.remove(&key);
+                if set.is_empty() {
+                    refs.remove(gone);
+                }
+            }
+        }
+        for new in after.difference(before) {
+            refs.entry(new.clone()).or_default().insert(key.clone());
+        }
+    }
+}
+
+/// The endpoint objects of one Service.
+pub(crate) enum Source {
+    Slices(Vec<ObservedSlice>),
+    Endpoints(Option<Arc<Endpoints>>),
+}
+
+impl Source {
+    /// `namespace/name` of every Pod an endpoint targets.
+    fn target_pods(&self, ns: &str) -> Vec<String> {
+        let refs: Vec<&crate::model::ObjectReference> = match self {
+            Source::Slices(slices) => slices
+                .iter()
+                .flat_map(|s| s.slice.endpoints.iter())
+                .filter_map(|e| e.target_ref.as_ref())
+                .collect(),
+            Source::Endpoints(e) => e
+                .iter()
+                .flat_map(|e| e.subsets.iter())
+                .flat_map(|s| s.addresses.iter().chain(s.not_ready_addresses.iter()))
+                .filter_map(|a| a.target_ref.as_ref())
+                .collect(),
+        };
+        refs.into_iter()
+            .filter(|r| (r.kind.is_empty() || r.kind == "Pod") && !r.name.is_empty())
+            .map(|r| {
+                let pns = if r.namespace.is_empty() {
+                    ns
+                } else {
+                    &r.namespace
+                };
+                format!("{pns}/{}", r.name)
+            })
+            .collect()
+    }
+}
+
+/// The snapshot content for one port. `service_exists` is `None` when Services are not watched:
+/// then a Service without any slice (or Endpoints object) counts as absent, since the controllers
+/// keep one for every Service.
+pub(crate) fn compute(
+    source: &Source,
+    service_exists: Option<bool>,
+    ctx: &MergeContext<'_>,
+) -> Merged {
+    let absent = match (service_exists, source) {
+        (Some(exists), _) => !exists,
+        (None, Source::Slices(s)) => s.is_empty(),
+        (None, Source::Endpoints(e)) => e.is_none(),
+    };
+    if absent {
+        return Merged {
+            state: ServiceState::ServiceAbsent,
+            instances: Vec::new(),
+            terminating_fallback: false,
+            topology: Default::default(),
+            truncated: false,
+        };
+    }
+    match source {
+        Source::Slices(slices) => merge::from_slices(slices, ctx),
+        Source::Endpoints(Some(e)) => merge::from_endpoints(e, ctx),
+        Source::Endpoints(None) => merge::from_slices(&[], ctx),
+    }
+}
+
+pub(crate) fn snapshot(
+    ns: &str,
+    service: &str,
+    port: &str,
+    revision: u64,
+    m: Merged,
+    freshness: Freshness,
+) -> Snapshot {
+    Snapshot {
+        namespace: ns.to_owned(),
+        service: service.to_owned(),
+        port_name: port.to_owned(),
+        revision,
+        state: m.state,
+        instances: m.instances,
+        terminating_fallback: m.terminating_fallback,
+        topology: m.topology,
+        truncated: m.truncated,
+        freshness,
+    }
+}
+
+fn service_of(slice: &EndpointSlice) -> Option<&str> {
+    slice
+        .metadata
+        .labels
+        .get(SERVICE_NAME_LABEL)
+        .map(String::as_str)
+}

@@ -1,0 +1,239 @@
+//! The cache-miss path: before the informers synced, read a Service's endpoint objects from the
+//! apiserver, single-flight per Service and rate-limited.
+//!
+//! Per Service there is at most one request in flight; callers arriving meanwhile wait for its
+//! result. A result (success or failure) is reused for
+//! [`fetch_min_interval`](super::DiscoveryOptions::fetch_min_interval), and a semaphore bounds the
+//! requests in flight over all Services. A thousand callers on a cold cache therefore make one
+//! request, not a thousand (Dubbo's `getInstances` fallback without the thundering herd).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use tokio::sync::{Semaphore, watch};
+
+use super::cache::{Cache, ServiceKey, Source, compute, snapshot};
+use super::merge::{MergeContext, ObservedSlice};
+use super::{EndpointSource, Freshness, SERVICE_NAME_LABEL, ServiceState, Snapshot};
+use crate::client::{Api, ListParams};
+use crate::model::{EndpointSlice, Endpoints, Service};
+
+/// The cache-miss read failed (and no stale snapshot could stand in). Shared by every caller that
+/// waited on the same request.
+///
+/// ```
+/// let e = informer::discovery::FetchError::new(informer::Error::Timeout("list".into()));
+/// assert!(e.to_string().contains("list"));
+/// ```
+#[derive(Clone, Debug)]
+pub struct FetchError(pub Arc<crate::Error>);
+
+impl FetchError {
+    /// Wraps a client error.
+    ///
+    /// ```
+    /// let e = informer::discovery::FetchError::new(informer::Error::Config("x".into()));
+    /// # let _ = e;
+    /// ```
+    pub fn new(e: crate::Error) -> FetchError {
+        FetchError(Arc::new(e))
+    }
+}
+
+impl fmt::Display for FetchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "discovery fallback read: {}", self.0)
+    }
+}
+
+impl std::error::Error for FetchError {}
+
+/// What one read brought back.
+struct Fetched {
+    at: SystemTime,
+    source: Source,
+    /// `Some(exists)` when the read established whether the Service exists.
+    service: Option<Option<Service>>,
+}
+
+type FetchResult = Result<Arc<Fetched>, FetchError>;
+
+#[derive(Default)]
+struct FetchSlot {
+    last: Option<(Instant, FetchResult)>,
+    in_flight: Option<watch::Receiver<Option<FetchResult>>>,
+}
+
+/// Single-flight state of every Service.
+pub(crate) struct Fetches {
+    slots: Mutex<HashMap<ServiceKey, FetchSlot>>,
+    limit: Semaphore,
+}
+
+impl Fetches {
+    pub(crate) fn new(max_in_flight: usize) -> Fetches {
+        Fetches {
+            slots: Mutex::new(HashMap::new()),
+            limit: Semaphore::new(max_in_flight.max(1)),
+        }
+    }
+}
+
+enum Role {
+    Done(FetchResult),
+    Wait(watch::Receiver<Option<FetchResult>>),
+    Lead(watch::Sender<Option<FetchResult>>),
+}
+
+pub(crate) async fn instances_or_fetch(
+    cache: &Cache,
+    namespace: &str,
+    service: &str,
+    port: &str,
+) -> Result<Arc<Snapshot>, FetchError> {
+    let cell = cache.cell(namespace, service, port);
+    let current = cell.current();
+    if is_live(&current) {
+        return Ok(current);
+    }
+    let key: ServiceKey = (namespace.to_owned(), service.to_owned());
+    let fetched = loop {
+        let role = {
+            let mut slots = cache.fetches.slots.lock().unwrap();
+            let slot = slots.entry(key.clone()).or_default();
+            match (&slot.last, &slot.in_flight) {
+                (Some((t, r)), _) if t.elapsed() < cache.options.fetch_min_interval => {
+                    Role::Done(r.clone())
+                }
+                (_, Some(rx)) => Role::Wait(rx.clone()),
+                _ => {
+                    let (tx, rx) = watch::channel(None);
+                    slot.in_flight = Some(rx);
+                    Role::Lead(tx)
+                }
+            }
+        };
+        match role {
+            Role::Done(r) => {
+                cache.fetches_shared.fetch_add(1, Ordering::Relaxed);
+                break r;
+            }
+            Role::Wait(mut rx) => {
+                cache.fetches_shared.fetch_add(1, Ordering::Relaxed);
+                let waited = rx.wait_for(|r| r.is_some()).await.map(|r| r.clone());
+                match waited {
+                    Ok(r) => break r.expect("waited for Some"),
+                    Err(_) => {
+                        // The leader was cancelled: clear its slot and try again.
+                        let mut slots = cache.fetches.slots.lock().unwrap();
+                        if let Some(slot) = slots.get_mut(&key) {
+                            if slot.in_flight.as_ref().is_some_and(|r| r.same_channel(&rx)) {
+                                slot.in_flight = None;
+                            }
+                        }
+                    }
+                }
+            }
+            Role::Lead(tx) => {
+                let r = {
+                    let _permit = cache.fetches.limit.acquire().await.expect("never closed");
+                    fetch(cache, namespace, service).await
+                };
+                let mut slots = cache.fetches.slots.lock().unwrap();
+                let slot = slots.entry(key.clone()).or_default();
+                slot.last = Some((Instant::now(), r.clone()));
+                slot.in_flight = None;
+                tx.send_replace(Some(r.clone()));
+                break r;
+            }
+        }
+    };
+    // The informers may have synced meanwhile.
+    let current = cell.current();
+    if is_live(&current) {
+        return Ok(current);
+    }
+    match fetched {
+        Ok(f) => {
+            let ctx = MergeContext {
+                options: &cache.options,
+                namespace,
+                port_name: port,
+                service: f.service.as_ref().and_then(|s| s.as_ref()),
+                pod: &|_: &str, _: &str| None,
+            };
+            let merged = compute(&f.source, f.service.as_ref().map(|s| s.is_some()), &ctx);
+            Ok(Arc::new(snapshot(
+                namespace,
+                service,
+                port,
+                0,
+                merged,
+                Freshness::Fetched { at: f.at },
+            )))
+        }
+        Err(_) if matches!(current.freshness, Freshness::Stale { .. }) => Ok(current),
+        Err(e) => Err(e),
+    }
+}
+
+fn is_live(s: &Snapshot) -> bool {
+    s.freshness == Freshness::Live && s.state != ServiceState::NotSynced
+}
+
+/// One read: the Service's slices (or Endpoints object); the Service itself only when watching
+/// Services and no slice says it exists.
+async fn fetch(cache: &Cache, namespace: &str, service: &str) -> FetchResult {
+    let client = cache.client.clone();
+    let at = SystemTime::now();
+    let reads = &cache.apiserver_reads;
+    let source = match cache.options.source {
+        EndpointSource::EndpointSlices => {
+            let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
+            let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={service}"));
+            reads.fetch_add(1, Ordering::Relaxed);
+            let list = api.list(&params).await.map_err(FetchError::new)?;
+            Source::Slices(
+                list.items
+                    .into_iter()
+                    .map(|s| ObservedSlice {
+                        slice: Arc::new(s),
+                        seq: 0,
+                    })
+                    .collect(),
+            )
+        }
+        EndpointSource::Endpoints => {
+            let api: Api<Endpoints> = Api::namespaced(client.clone(), namespace);
+            reads.fetch_add(1, Ordering::Relaxed);
+            Source::Endpoints(not_found_as_none(api.get(service).await)?.map(Arc::new))
+        }
+    };
+    let has_objects = match &source {
+        Source::Slices(s) => !s.is_empty(),
+        Source::Endpoints(e) => e.is_some(),
+    };
+    let service = if cache.options.watch_services && !has_objects {
+        let api: Api<Service> = Api::namespaced(client, namespace);
+        reads.fetch_add(1, Ordering::Relaxed);
+        Some(not_found_as_none(api.get(service).await)?)
+    } else {
+        None
+    };
+    Ok(Arc::new(Fetched {
+        at,
+        source,
+        service,
+    }))
+}
+
+fn not_found_as_none<T>(r: crate::Result<T>) -> Result<Option<T>, FetchError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(crate::Error::Api(status)) if status.code == 404 => Ok(None),
+        Err(e) => Err(FetchError::new(e)),
+    }
+}
