@@ -46,3 +46,8 @@ pub use informer::{EventHandler, HandlerFns, Informer, InformerFactory};
 pub use model::*;
 pub use store::Store;
 pub use workqueue::WorkQueue;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

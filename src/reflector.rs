@@ -295,16 +295,28 @@ impl<T: Object + Clone> Reflector<T> {
         self.health.clone()
     }
 
-    /// Runs until the fifo's consumer goes away (or the future is dropped).
+    /// Runs until the fifo's consumer goes away (or the future is dropped). Logs go to a
+    /// `reflector` span naming the resource and namespace.
     pub async fn run(mut self) {
-        let mut state = State::Relist;
-        loop {
-            state = self.step(state).await;
-            if matches!(state, State::Stopped) {
-                self.health.lock().unwrap().phase = Phase::Stopped;
-                return;
+        use tracing::Instrument as _;
+        let span = tracing::info_span!(
+            "reflector",
+            resource = %self.api.resource().plural,
+            namespace = self.api.namespace().unwrap_or("*"),
+        );
+        async move {
+            let mut state = State::Relist;
+            loop {
+                state = self.step(state).await;
+                if matches!(state, State::Stopped) {
+                    tracing::debug!("the fifo's consumer is gone; stopping");
+                    self.health.lock().unwrap().phase = Phase::Stopped;
+                    return;
+                }
             }
         }
+        .instrument(span)
+        .await
     }
 
     /// One transition of the life cycle.
@@ -376,6 +388,7 @@ impl<T: Object + Clone> Reflector<T> {
     /// A paginated LIST into the fifo (R5-R11).
     async fn list(&mut self) -> State<T> {
         let rv = self.relist_version().to_owned();
+        tracing::debug!(resource_version = %rv, "listing");
         // R6: with an RV other than "" or "0", a limit would make the read exact (X1): no limit.
         // With "0" the watch cache ignores the limit anyway (`paginated_result` tells when it did not).
         let limit = match rv.as_str() {
@@ -436,6 +449,7 @@ impl<T: Object + Clone> Reflector<T> {
             }
         }
         let list_rv = list_rv.unwrap_or_default();
+        tracing::info!(resource_version = %list_rv, "listed");
         if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
             return State::Stopped;
         }
@@ -611,6 +625,7 @@ impl<T: Object + Clone> Reflector<T> {
 
     /// Opens a watch from the last seen version (R13, R19).
     async fn open_watch(&mut self) -> State<T> {
+        tracing::debug!(resource_version = %self.last_rv, "watching");
         let params = WatchParams {
             label_selector: self.options.label_selector.clone(),
             field_selector: self.options.field_selector.clone(),
@@ -753,6 +768,7 @@ impl<T: Object + Clone> Reflector<T> {
         if let Some(secs) = e.retry_after_seconds() {
             delay = delay.max(Duration::from_secs(secs.into()));
         }
+        tracing::debug!(?delay, "backing off");
         State::Backoff {
             delay,
             next: Box::new(next),

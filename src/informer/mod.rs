@@ -15,7 +15,7 @@
 //! use std::time::Duration;
 //! use informer::{Api, Pod, informer::{HandlerFns, Informer}};
 //! let pods = Informer::new(Api::<Pod>::all(client), Default::default());
-//! pods.add_handler(HandlerFns::new().on_add(|pod, _| println!("{}", pod.metadata.name)));
+//! pods.add_handler(HandlerFns::<Pod>::new().on_add(|pod, _| println!("{}", pod.metadata.name)));
 //! pods.start();
 //! assert!(pods.wait_for_sync(Duration::from_secs(30)).await);
 //! let web = pods.store().get("default", "web-0");
@@ -106,7 +106,7 @@ impl<T: Object + Clone> Informer<T> {
     /// use std::sync::Arc;
     /// use informer::{Api, Pod, informer::Informer};
     /// let pods = Informer::with_transform(Api::<Pod>::all(client), Default::default(), Arc::new(|mut p: Pod| {
-    ///     p.metadata.managed_fields.clear();
+    ///     p.metadata.managed_fields = None;
     ///     p
     /// }));
     /// # }

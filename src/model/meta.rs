@@ -87,14 +87,11 @@ pub struct ObjectMeta {
         deserialize_with = "null_as_default"
     )]
     pub finalizers: Vec<String>,
-    /// Server-side-apply bookkeeping, kept verbatim. Often the largest part of an object: drop it in an
-    /// informer's transform hook if you do not need it.
-    #[serde(
-        default,
-        skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
-    )]
-    pub managed_fields: Vec<serde_json::Value>,
+    /// Server-side-apply bookkeeping, kept as raw JSON text: parsed into a tree it would take about
+    /// four times the object's own size. Parse it with [`RawJson::parse`] when needed, or drop it in
+    /// an informer's transform hook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub managed_fields: Option<RawJson>,
 }
 
 impl ObjectMeta {
@@ -118,6 +115,45 @@ impl ObjectMeta {
             k.push_str(&self.name);
             k
         }
+    }
+}
+
+/// A JSON value kept as its text, exactly as received: it costs its length in memory and is parsed
+/// only on demand.
+///
+/// ```
+/// let m: informer::ObjectMeta =
+///     serde_json::from_str(r#"{"managedFields":[{"manager":"kubelet","operation":"Update"}]}"#).unwrap();
+/// let raw = m.managed_fields.unwrap();
+/// assert_eq!(raw.get(), r#"[{"manager":"kubelet","operation":"Update"}]"#);
+/// let entries: Vec<serde_json::Value> = raw.parse().unwrap();
+/// assert_eq!(entries[0]["manager"], "kubelet");
+/// ```
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RawJson(Box<serde_json::value::RawValue>);
+
+impl RawJson {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Parses the text into any type.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(self.0.get())
+    }
+}
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl std::fmt::Debug for RawJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.get())
     }
 }
 

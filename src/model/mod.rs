@@ -12,6 +12,6 @@ mod status;
 
 pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use kinds::*;
-pub use meta::{ListMeta, ObjectMeta, OwnerReference, TypeMeta};
+pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
 pub use resource::{ApiResource, Object, Resource};
 pub use status::{Status, StatusCause, StatusDetails};

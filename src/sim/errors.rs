@@ -96,11 +96,19 @@ impl ApiError {
         Self::new(400, "BadRequest", message)
     }
 
-    /// 422 Invalid.
-    pub fn invalid(kind: &str, name: &str, message: impl Into<String>) -> Self {
-        let message = message.into();
-        Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {message}"))
-            .with_details(json!({"name": name, "kind": kind, "causes": [{"reason": "FieldValueInvalid", "message": message}]}))
+    /// 422 Invalid: one field's problem, shaped like the apiserver's `field.Error` (the cause
+    /// carries `field` and the detail without the field's name; the message joins them).
+    pub fn invalid(
+        kind: &str,
+        name: &str,
+        field: &str,
+        reason: &str,
+        detail: impl Into<String>,
+    ) -> Self {
+        let detail = detail.into();
+        Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {field}: {detail}"))
+            .with_details(json!({"name": name, "kind": kind,
+                                 "causes": [{"reason": reason, "message": detail, "field": field}]}))
     }
 
     /// 422 Invalid for a bad combination of list/watch options (`ListOptions.meta.k8s.io`).

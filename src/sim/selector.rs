@@ -100,7 +100,9 @@ fn parse_set(rest: &str) -> Result<Vec<String>, String> {
         .strip_prefix('(')
         .and_then(|r| r.strip_suffix(')'))
         .ok_or_else(|| {
-            format!("unable to parse requirement: expected parenthesized set, found {rest:?}")
+            // The apiserver's wording (1.20): the literal found where `(` was expected.
+            let lit = rest.split([' ', ',', ')']).next().unwrap_or("");
+            format!("unable to parse requirement: found '{lit}' expected: '('")
         })?;
     let mut vals = Vec::new();
     for v in inner.split(',') {

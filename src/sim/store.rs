@@ -336,6 +336,42 @@ pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Builtin kinds are Go structs: fields tagged `omitempty` that hold an empty map or slice (or
+/// `null`) are not stored, so the apiserver never returns them (a ConfigMap created with `"data": {}`
+/// comes back without `data`; found by the differential test against 1.20). Only the fields known to
+/// be `omitempty` are dropped: ObjectMeta's maps and lists, and ConfigMap/Secret payload maps. Custom
+/// resources are stored as sent.
+fn omit_empty(info: &ResourceInfo, value: &mut Value) {
+    fn empty(v: &Value) -> bool {
+        match v {
+            Value::Null => true,
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            _ => false,
+        }
+    }
+    if !info.builtin {
+        return;
+    }
+    let Some(obj) = value.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Object(m)) = obj.get_mut("metadata") {
+        m.retain(|k, v| {
+            !(matches!(
+                k.as_str(),
+                "labels" | "annotations" | "finalizers" | "ownerReferences" | "managedFields"
+            ) && empty(v))
+        });
+    }
+    let payload: &[&str] = match (info.api.group.as_ref(), info.api.kind.as_ref()) {
+        ("", "ConfigMap") => &["data", "binaryData"],
+        ("", "Secret") => &["data", "stringData"],
+        _ => &[],
+    };
+    obj.retain(|k, v| !(payload.contains(&k.as_str()) && empty(v)));
+}
+
 fn meta_mut(v: &mut Value) -> &mut Map<String, Value> {
     if !v.get("metadata").is_some_and(Value::is_object) {
         v["metadata"] = json!({});
@@ -550,7 +586,9 @@ impl Store {
                 return Err(ApiError::invalid(
                     &info.api.kind,
                     "",
-                    "metadata.name: Required value: name or generateName is required",
+                    "metadata.name",
+                    "FieldValueRequired",
+                    "Required value: name or generateName is required",
                 ));
             };
             let gen_name = gen_name.to_string();
@@ -565,11 +603,14 @@ impl Store {
             }
         }
         if !is_valid_name(&name) {
+            // The apiserver's DNS-1123 subdomain message, verbatim (differential test, 1.20).
             return Err(ApiError::invalid(
                 &info.api.kind,
                 &name,
+                "metadata.name",
+                "FieldValueInvalid",
                 format!(
-                    "metadata.name: Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+                    "Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
                 ),
             ));
         }
@@ -581,6 +622,7 @@ impl Store {
         let rv = g.rv;
         let uid = uuid(&mut g.rng);
         let has_spec = value.get("spec").is_some();
+        omit_empty(&info, &mut value);
         value["kind"] = json!(info.api.kind);
         value["apiVersion"] = json!(info.api.api_version());
         let m = meta_mut(&mut value);
@@ -716,6 +758,7 @@ impl Store {
             }
             _ => {}
         }
+        omit_empty(&info, &mut value);
         value["kind"] = json!(info.api.kind);
         value["apiVersion"] = json!(info.api.api_version());
         let old_meta = old.value.get("metadata").cloned().unwrap_or_default();
