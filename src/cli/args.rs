@@ -1,0 +1,452 @@
+//! The command line: global options, subcommands and their options, parsed with `lexopt`.
+//!
+//! Options may come before or after the subcommand (`kwatch -n prod watch pods` and
+//! `kwatch watch pods -n prod` are the same). Every option is lexed in one pass; afterwards each
+//! subcommand accepts only its own options, so `kwatch get pods --until-synced` is a usage error.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use lexopt::prelude::*;
+
+use super::{CliError, CliResult};
+
+pub const HELP: &str = "\
+kwatch: watch Kubernetes objects through an informer (list once, watch, read from memory)
+
+Usage:
+  kwatch demo [--services N] [--pods N] [--duration S] [--rate R]
+  kwatch sim [--listen ADDR] [--tls] [--token T] [--churn]
+  kwatch watch RESOURCE [-l SELECTOR] [--field-selector S] [-o table|jsonl|none]
+               [--until-synced] [--max-events N] [--stats]
+  kwatch get RESOURCE [NAME] [-l SELECTOR] [--field-selector S] [-o table|json|jsonl]
+  kwatch instances SERVICE [--port NAME] [-w] [-o table|jsonl]
+
+RESOURCE is a plural (pods), a short name (po), a kind (Pod), plural.group
+(endpointslices.discovery.k8s.io) or group/version/resource (example.com/v1/widgets).
+
+Global options (before or after the subcommand):
+  --server URL                  the apiserver (overrides any kubeconfig)
+  --kubeconfig PATH             the kubeconfig file (default $KUBECONFIG, then ~/.kube/config)
+  --context NAME                the kubeconfig context
+  --token TOKEN                 bearer token (for `sim`: the token the simulator requires)
+  --certificate-authority PATH  CA bundle for the server's certificate
+  --insecure-skip-tls-verify    do not verify the server's certificate
+  -n, --namespace NS            the namespace (default: the context's)
+  -A, --all-namespaces          every namespace
+  -h, --help                    this help
+  -V, --version                 the version
+
+Without --server: the kubeconfig, then the in-cluster service account. No cluster at hand?
+Try `kwatch demo`, or `kwatch sim` and point kwatch (or kubectl) at the URL it prints.
+
+Exit status: 0 success, 1 runtime error, 2 usage error.
+";
+
+/// Options that apply to every subcommand that talks to a cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Global {
+    pub server: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub token: Option<String>,
+    pub certificate_authority: Option<PathBuf>,
+    pub insecure_skip_tls_verify: bool,
+    pub namespace: Option<String>,
+    pub all_namespaces: bool,
+}
+
+/// Output formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Jsonl,
+    None,
+}
+
+impl Format {
+    fn parse(s: &str, allowed: &[Format]) -> CliResult<Format> {
+        let f = match s {
+            "table" | "wide" => Format::Table,
+            "json" => Format::Json,
+            "jsonl" | "ndjson" => Format::Jsonl,
+            "none" => Format::None,
+            other => return Err(CliError::Usage(format!("unknown output format {other:?}"))),
+        };
+        if allowed.contains(&f) {
+            Ok(f)
+        } else {
+            Err(CliError::Usage(format!(
+                "output format {s:?} is not available here"
+            )))
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct DemoArgs {
+    pub services: usize,
+    pub pods: usize,
+    /// `None`: until Ctrl-C (the default on a terminal).
+    pub duration: Option<Duration>,
+    /// Churn steps per second.
+    pub rate: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct SimArgs {
+    pub listen: SocketAddr,
+    pub tls: bool,
+    pub token: Option<String>,
+    pub churn: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct WatchArgs {
+    pub resource: String,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub output: Format,
+    pub until_synced: bool,
+    pub max_events: Option<u64>,
+    pub stats: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct GetArgs {
+    pub resource: String,
+    pub name: Option<String>,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    pub output: Format,
+}
+
+#[derive(Clone, Debug)]
+pub struct InstancesArgs {
+    pub service: String,
+    pub port: Option<String>,
+    pub watch: bool,
+    pub output: Format,
+}
+
+#[derive(Clone, Debug)]
+pub enum Command {
+    Demo(DemoArgs),
+    Sim(SimArgs),
+    Watch(WatchArgs),
+    Get(GetArgs),
+    Instances(InstancesArgs),
+    Help,
+    Version,
+}
+
+#[derive(Clone, Debug)]
+pub struct Invocation {
+    pub global: Global,
+    pub command: Command,
+}
+
+/// Everything lexed, before it is checked against the subcommand.
+#[derive(Default)]
+struct Lexed {
+    global: Global,
+    positionals: Vec<String>,
+    /// Subcommand options seen, as written (for error messages), with their value if any.
+    specific: Vec<(String, Option<String>)>,
+    help: bool,
+    version: bool,
+}
+
+impl Lexed {
+    fn take(&mut self, names: &[&str]) -> Option<Option<String>> {
+        let i = self
+            .specific
+            .iter()
+            .position(|(n, _)| names.contains(&n.as_str()))?;
+        Some(self.specific.remove(i).1)
+    }
+    fn flag(&mut self, names: &[&str]) -> bool {
+        self.take(names).is_some()
+    }
+    fn value(&mut self, names: &[&str]) -> Option<String> {
+        self.take(names).flatten()
+    }
+    fn number<T: FromStr>(&mut self, names: &[&str]) -> CliResult<Option<T>> {
+        let Some(v) = self.value(names) else {
+            return Ok(None);
+        };
+        v.parse()
+            .map(Some)
+            .map_err(|_| CliError::Usage(format!("{}: {v:?} is not a valid number", names[0])))
+    }
+}
+
+/// Subcommand options that take a value.
+const VALUED: &[&str] = &[
+    "--services",
+    "--pods",
+    "--duration",
+    "--rate",
+    "--listen",
+    "-l",
+    "--selector",
+    "--field-selector",
+    "-o",
+    "--output",
+    "--max-events",
+    "--port",
+];
+/// Subcommand options that are flags.
+const FLAGS: &[&str] = &[
+    "--tls",
+    "--churn",
+    "--until-synced",
+    "--stats",
+    "-w",
+    "--watch",
+];
+
+/// Parses the arguments (without the program name).
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> CliResult<Invocation> {
+    let lexed = lex(args).map_err(|e| CliError::Usage(e.to_string()))?;
+    build(lexed)
+}
+
+fn lex(args: impl IntoIterator<Item = OsString>) -> Result<Lexed, lexopt::Error> {
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut l = Lexed::default();
+    while let Some(arg) = parser.next()? {
+        let name = match &arg {
+            Short(c) => format!("-{c}"),
+            Long(s) => format!("--{s}"),
+            Value(v) => {
+                l.positionals.push(v.clone().string()?);
+                continue;
+            }
+        };
+        let g = &mut l.global;
+        match arg {
+            Long("server") => g.server = Some(parser.value()?.string()?),
+            Long("kubeconfig") => g.kubeconfig = Some(parser.value()?.into()),
+            Long("context") => g.context = Some(parser.value()?.string()?),
+            Long("token") => g.token = Some(parser.value()?.string()?),
+            Long("certificate-authority") => g.certificate_authority = Some(parser.value()?.into()),
+            Long("insecure-skip-tls-verify") => g.insecure_skip_tls_verify = true,
+            Short('n') | Long("namespace") => g.namespace = Some(parser.value()?.string()?),
+            Short('A') | Long("all-namespaces") => g.all_namespaces = true,
+            Short('h') | Long("help") => l.help = true,
+            Short('V') | Long("version") => l.version = true,
+            _ if VALUED.contains(&name.as_str()) => {
+                let v = parser.value()?.string()?;
+                l.specific.push((name, Some(v)));
+            }
+            _ if FLAGS.contains(&name.as_str()) => l.specific.push((name, None)),
+            other => return Err(other.unexpected()),
+        }
+    }
+    Ok(l)
+}
+
+fn build(mut l: Lexed) -> CliResult<Invocation> {
+    if l.help {
+        return Ok(Invocation {
+            global: l.global,
+            command: Command::Help,
+        });
+    }
+    if l.version {
+        return Ok(Invocation {
+            global: l.global,
+            command: Command::Version,
+        });
+    }
+    if l.positionals.is_empty() {
+        return Err(CliError::Usage(
+            "no subcommand: use demo, sim, watch, get or instances".into(),
+        ));
+    }
+    let sub = l.positionals.remove(0);
+    let output_of = |l: &mut Lexed, default: Format, allowed: &[Format]| -> CliResult<Format> {
+        match l.value(&["-o", "--output"]) {
+            Some(v) => Format::parse(&v, allowed),
+            None => Ok(default),
+        }
+    };
+    let command = match sub.as_str() {
+        "demo" => {
+            let duration = match l.value(&["--duration"]) {
+                Some(v) => Some(parse_duration(&v)?),
+                None => None,
+            };
+            Command::Demo(DemoArgs {
+                services: l.number(&["--services"])?.unwrap_or(8),
+                pods: l.number(&["--pods"])?.unwrap_or(10),
+                duration,
+                rate: l.number(&["--rate"])?.unwrap_or(100.0),
+            })
+        }
+        "sim" => {
+            let listen = match l.value(&["--listen"]) {
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| CliError::Usage(format!("--listen: {v:?} is not HOST:PORT")))?,
+                None => SocketAddr::from(([127, 0, 0, 1], 0)),
+            };
+            Command::Sim(SimArgs {
+                listen,
+                tls: l.flag(&["--tls"]),
+                // For `sim`, --token is the token the server requires, not one to send.
+                token: l.global.token.take(),
+                churn: l.flag(&["--churn"]),
+            })
+        }
+        "watch" => Command::Watch(WatchArgs {
+            resource: one_positional(&mut l, "RESOURCE")?,
+            label_selector: l.value(&["-l", "--selector"]),
+            field_selector: l.value(&["--field-selector"]),
+            output: output_of(
+                &mut l,
+                Format::Table,
+                &[Format::Table, Format::Jsonl, Format::None],
+            )?,
+            until_synced: l.flag(&["--until-synced"]),
+            max_events: l.number(&["--max-events"])?,
+            stats: l.flag(&["--stats"]),
+        }),
+        "get" => {
+            let resource = one_positional(&mut l, "RESOURCE")?;
+            let name = if l.positionals.is_empty() {
+                None
+            } else {
+                Some(l.positionals.remove(0))
+            };
+            Command::Get(GetArgs {
+                resource,
+                name,
+                label_selector: l.value(&["-l", "--selector"]),
+                field_selector: l.value(&["--field-selector"]),
+                output: output_of(
+                    &mut l,
+                    Format::Table,
+                    &[Format::Table, Format::Json, Format::Jsonl],
+                )?,
+            })
+        }
+        "instances" => Command::Instances(InstancesArgs {
+            service: one_positional(&mut l, "SERVICE")?,
+            port: l.value(&["--port"]),
+            watch: l.flag(&["-w", "--watch"]),
+            output: output_of(&mut l, Format::Table, &[Format::Table, Format::Jsonl])?,
+        }),
+        other => {
+            return Err(CliError::Usage(format!(
+                "unknown subcommand {other:?}: use demo, sim, watch, get or instances"
+            )));
+        }
+    };
+    if let Some(extra) = l.positionals.first() {
+        return Err(CliError::Usage(format!(
+            "unexpected argument {extra:?} for {sub}"
+        )));
+    }
+    if let Some((name, _)) = l.specific.first() {
+        return Err(CliError::Usage(format!(
+            "option {name} does not apply to {sub}"
+        )));
+    }
+    Ok(Invocation {
+        global: l.global,
+        command,
+    })
+}
+
+fn one_positional(l: &mut Lexed, what: &str) -> CliResult<String> {
+    if l.positionals.is_empty() {
+        return Err(CliError::Usage(format!("missing {what}")));
+    }
+    Ok(l.positionals.remove(0))
+}
+
+/// `10`, `10s`, `1.5`, `500ms`, `2m`.
+fn parse_duration(s: &str) -> CliResult<Duration> {
+    let bad = || {
+        CliError::Usage(format!(
+            "--duration: {s:?} is not a duration (e.g. 10, 10s, 2m)"
+        ))
+    };
+    let (number, unit) = match s {
+        _ if s.ends_with("ms") => (&s[..s.len() - 2], 0.001),
+        _ if s.ends_with('s') => (&s[..s.len() - 1], 1.0),
+        _ if s.ends_with('m') => (&s[..s.len() - 1], 60.0),
+        _ => (s, 1.0),
+    };
+    let secs: f64 = number.trim().parse().map_err(|_| bad())?;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs * unit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> CliResult<Invocation> {
+        parse(s.split_whitespace().map(OsString::from))
+    }
+
+    #[test]
+    fn global_options_before_or_after_the_subcommand() {
+        for line in [
+            "-n prod watch pods",
+            "watch pods -n prod",
+            "watch -n prod pods",
+        ] {
+            let inv = parse_str(line).unwrap();
+            assert_eq!(inv.global.namespace.as_deref(), Some("prod"), "{line}");
+            assert!(matches!(inv.command, Command::Watch(ref w) if w.resource == "pods"));
+        }
+    }
+
+    #[test]
+    fn options_of_another_subcommand_are_usage_errors() {
+        assert!(matches!(
+            parse_str("get pods --until-synced"),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(parse_str("watch"), Err(CliError::Usage(_))));
+        assert!(matches!(parse_str("frobnicate"), Err(CliError::Usage(_))));
+        assert!(matches!(
+            parse_str("watch pods -o json"),
+            Err(CliError::Usage(_))
+        ));
+        assert!(matches!(
+            parse_str("watch pods --bogus"),
+            Err(CliError::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn watch_options() {
+        let inv = parse_str("watch pods -l app=x -o jsonl --max-events 5 --stats").unwrap();
+        let Command::Watch(w) = inv.command else {
+            panic!()
+        };
+        assert_eq!(w.label_selector.as_deref(), Some("app=x"));
+        assert_eq!(w.output, Format::Jsonl);
+        assert_eq!(w.max_events, Some(5));
+        assert!(w.stats && !w.until_synced);
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("soon").is_err());
+    }
+}

@@ -1,0 +1,308 @@
+//! `kwatch watch RESOURCE`: runs an informer on any resource and prints each handler
+//! notification, as a table row or a JSON line:
+//!
+//! ```text
+//! {"type":"ADDED","key":"default/web-1","resourceVersion":"42","object":{...}}
+//! {"type":"SYNCED","objects":1,"resourceVersion":"42"}
+//! ```
+//!
+//! `SYNCED` comes once, after the notification of the last object of the initial list.
+//! `--until-synced` exits there; `--max-events N` exits once N watch events received after the
+//! sync have been applied to the store (and their notifications printed); `--stats` then prints
+//! one JSON line of figures on stderr.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use informer::informer::HandlerId;
+use informer::reflector::ReflectorOptions;
+use informer::{Api, ApiResource, Client, DynamicObject, HandlerFns, Informer, Object};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::args::{Format, Global, WatchArgs};
+use super::connect::{self, ErrorCollector};
+use super::output::Out;
+use super::{CliResult, resolve};
+
+/// One handler notification, as the handler thread hands it to the printer.
+enum Notification {
+    Added {
+        obj: Arc<DynamicObject>,
+        initial: bool,
+    },
+    Modified(Arc<DynamicObject>),
+    Deleted(Arc<DynamicObject>),
+}
+
+impl Notification {
+    fn initial(&self) -> bool {
+        matches!(self, Notification::Added { initial: true, .. })
+    }
+    fn parts(&self) -> (&'static str, &Arc<DynamicObject>) {
+        match self {
+            Notification::Added { obj, .. } => ("ADDED", obj),
+            Notification::Modified(obj) => ("MODIFIED", obj),
+            Notification::Deleted(obj) => ("DELETED", obj),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct EventLine<'a> {
+    #[serde(rename = "type")]
+    type_: &'a str,
+    key: String,
+    #[serde(rename = "resourceVersion")]
+    resource_version: &'a str,
+    object: &'a DynamicObject,
+}
+
+#[derive(Serialize)]
+struct SyncedLine<'a> {
+    #[serde(rename = "type")]
+    type_: &'a str,
+    objects: u64,
+    #[serde(rename = "resourceVersion")]
+    resource_version: &'a str,
+}
+
+/// The `--stats` line, in this order.
+#[derive(Serialize)]
+struct Stats {
+    sync_seconds: Option<f64>,
+    watch_events: u64,
+    watch_seconds: f64,
+    events_per_sec: Option<f64>,
+    notifications: u64,
+    objects: usize,
+    peak_rss_kib: Option<u64>,
+}
+
+/// An informer of `resource` in `namespace` (all when `None` or cluster-scoped), whose objects
+/// carry `apiVersion` and `kind` even when the server leaves them out of list items.
+pub fn dynamic_informer(
+    client: Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    options: ReflectorOptions,
+) -> Informer<DynamicObject> {
+    let api = match namespace {
+        Some(ns) if resource.namespaced => {
+            Api::<DynamicObject>::namespaced_with(client, ns, resource.clone())
+        }
+        _ => Api::<DynamicObject>::all_with(client, resource.clone()),
+    };
+    let (api_version, kind) = (resource.api_version(), resource.kind.to_string());
+    Informer::with_transform(
+        api,
+        options,
+        Arc::new(move |mut o: DynamicObject| {
+            if o.types.kind.is_empty() {
+                o.types.kind.clone_from(&kind);
+            }
+            if o.types.api_version.is_empty() {
+                o.types.api_version.clone_from(&api_version);
+            }
+            o
+        }),
+    )
+}
+
+/// Peak resident set size in KiB (`VmHWM` of `/proc/self/status`), when the system tells.
+pub fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
+    let (client, namespace) = connect::connect(global).await?;
+    let resource = resolve::resolve(&client, &args.resource).await?;
+    let errors = ErrorCollector::default();
+    let options = ReflectorOptions {
+        label_selector: args.label_selector.clone(),
+        field_selector: args.field_selector.clone(),
+        on_error: Some(errors.callback()),
+        ..connect::reflector_options()
+    };
+    let started = Instant::now();
+    let informer = dynamic_informer(client, &resource, namespace.as_deref(), options);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let id = forward_notifications(&informer, tx);
+    informer.start();
+
+    let mut out = Out::stdout();
+    let mut printer = Printer {
+        format: args.output,
+        notifications: 0,
+        initial: 0,
+    };
+    let mut sync: Option<(Instant, u64)> = None;
+    let mut sync_observed = false;
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    let mut first: Option<Notification> = None;
+    loop {
+        tokio::select! {
+            n = rx.recv() => first = n,
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            _ = &mut ctrl_c => break,
+        }
+        // Checked before draining: once the handler is synced, every initial notification is
+        // already in the channel.
+        if !sync_observed && informer.handler_has_synced(id) {
+            sync_observed = true;
+        }
+        let mut batch: Vec<Notification> = first.take().into_iter().collect();
+        while let Ok(n) = rx.try_recv() {
+            batch.push(n);
+        }
+        for n in batch {
+            if sync_observed && sync.is_none() && !n.initial() {
+                sync = Some(printer.synced(&mut out, &informer)?);
+            }
+            printer.print(&mut out, &n)?;
+        }
+        if sync_observed && sync.is_none() {
+            sync = Some(printer.synced(&mut out, &informer)?);
+        }
+        out.flush()?;
+        match sync {
+            None if started.elapsed() > connect::SYNC_TIMEOUT => {
+                return Err(errors.sync_failure(&format!("watch {}", resource.plural)));
+            }
+            Some(_) if args.until_synced => break,
+            Some((_, received_at_sync)) => {
+                if let Some(max) = args.max_events {
+                    let m = informer.metrics();
+                    let received = m.fifo.received - received_at_sync;
+                    let drained = m.fifo.backlog == 0
+                        && m.fifo.depth == 0
+                        && m.handlers.iter().all(|(_, h)| h.depth == 0)
+                        && rx.is_empty();
+                    if received >= max && drained {
+                        break;
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+    // Anything already handed over is printed before exiting.
+    while let Ok(n) = rx.try_recv() {
+        printer.print(&mut out, &n)?;
+    }
+    out.flush()?;
+    informer.stop();
+    if args.stats {
+        let end = Instant::now();
+        let m = informer.metrics();
+        let (sync_seconds, watch_events, watch_seconds) = match sync {
+            Some((at, received_at_sync)) => (
+                (at - started).as_secs_f64(),
+                m.fifo.received - received_at_sync,
+                (end - at).as_secs_f64(),
+            ),
+            None => (f64::NAN, 0, 0.0),
+        };
+        let stats = Stats {
+            sync_seconds: finite(sync_seconds),
+            watch_events,
+            watch_seconds: finite(watch_seconds).unwrap_or(0.0),
+            events_per_sec: finite(watch_events as f64 / watch_seconds),
+            notifications: printer.notifications,
+            objects: m.objects,
+            peak_rss_kib: peak_rss_kib(),
+        };
+        eprintln!(
+            "{}",
+            serde_json::to_string(&stats).expect("plain numbers serialize")
+        );
+    }
+    Ok(())
+}
+
+fn finite(x: f64) -> Option<f64> {
+    x.is_finite().then_some((x * 1e6).round() / 1e6)
+}
+
+/// Registers a handler that sends every notification to `tx`.
+fn forward_notifications(
+    informer: &Informer<DynamicObject>,
+    tx: mpsc::UnboundedSender<Notification>,
+) -> HandlerId {
+    let (a, u, d) = (tx.clone(), tx.clone(), tx);
+    informer.add_handler(
+        HandlerFns::new()
+            .on_add(move |o: &Arc<DynamicObject>, initial| {
+                let _ = a.send(Notification::Added {
+                    obj: o.clone(),
+                    initial,
+                });
+            })
+            .on_update(move |_, new| {
+                let _ = u.send(Notification::Modified(new.clone()));
+            })
+            .on_delete(move |gone| {
+                let _ = d.send(Notification::Deleted(gone.object().clone()));
+            }),
+    )
+}
+
+struct Printer {
+    format: Format,
+    notifications: u64,
+    initial: u64,
+}
+
+impl Printer {
+    fn print(&mut self, out: &mut Out, n: &Notification) -> CliResult {
+        self.notifications += 1;
+        if n.initial() {
+            self.initial += 1;
+        }
+        let (type_, obj) = n.parts();
+        let meta = obj.meta();
+        match self.format {
+            Format::Jsonl | Format::Json => out.json_line(&EventLine {
+                type_,
+                key: meta.key(),
+                resource_version: &meta.resource_version,
+                object: obj,
+            }),
+            Format::Table => out.line(&format!(
+                "{type_:<9} {:<40} {}",
+                meta.key(),
+                meta.resource_version
+            )),
+            Format::None => Ok(()),
+        }
+    }
+
+    /// Prints the SYNCED line; returns when, and the fifo's input count then.
+    fn synced(
+        &mut self,
+        out: &mut Out,
+        informer: &Informer<DynamicObject>,
+    ) -> CliResult<(Instant, u64)> {
+        let m = informer.metrics();
+        let rv = if m.last_applied_resource_version.is_empty() {
+            m.reflector.resource_version.clone()
+        } else {
+            m.last_applied_resource_version.clone()
+        };
+        match self.format {
+            Format::Jsonl | Format::Json => out.json_line(&SyncedLine {
+                type_: "SYNCED",
+                objects: self.initial,
+                resource_version: &rv,
+            })?,
+            Format::Table => out.line(&format!(
+                "SYNCED    {} objects at resourceVersion {rv}",
+                self.initial
+            ))?,
+            Format::None => {}
+        }
+        Ok((Instant::now(), m.fifo.received))
+    }
+}

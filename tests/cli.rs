@@ -1,0 +1,604 @@
+//! `kwatch` as a subprocess against the simulator: every subcommand, both output formats, exit
+//! codes 0/1/2, the SYNCED line and `--max-events`, the no-configuration error, TLS and tokens
+//! through `kwatch sim`, and a short `kwatch demo` that must end with `divergences: 0`.
+//! Every child is killed if it outlives its time limit.
+
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use informer::ApiResource;
+use informer::sim::Simulator;
+use informer::sim::churn::{Churn, ChurnConfig};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::timeout;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+struct Run {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn code(&self) -> i32 {
+        self.status.code().unwrap_or(-1)
+    }
+    fn lines(&self) -> Vec<&str> {
+        self.stdout.lines().collect()
+    }
+    fn json_lines(&self) -> Vec<Value> {
+        self.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect()
+    }
+}
+
+fn command(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kwatch"));
+    c.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    c
+}
+
+/// Runs kwatch to completion (killed after `LIMIT`).
+async fn run_cmd(mut c: Command) -> Run {
+    let child = c.spawn().expect("spawn kwatch");
+    let out = timeout(LIMIT, child.wait_with_output())
+        .await
+        .expect("kwatch did not finish in time")
+        .unwrap();
+    Run {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+async fn kwatch(args: &[&str]) -> Run {
+    run_cmd(command(args)).await
+}
+
+async fn sim_with_configmaps(n: usize) -> Simulator {
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..n {
+        sim.create(
+            "configmaps",
+            Some("default"),
+            json!({"metadata": {"name": format!("cm-{i}"), "labels": {"app": "x"}}, "data": {"i": i.to_string()}}),
+        )
+        .unwrap();
+    }
+    sim
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kwatch-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_jsonl_prints_synced_then_exactly_max_events() {
+    let sim = sim_with_configmaps(3).await;
+    let mut child: Child = command(&[
+        "--server",
+        sim.url(),
+        "watch",
+        "configmaps",
+        "-o",
+        "jsonl",
+        "--max-events",
+        "3",
+        "--stats",
+    ])
+    .spawn()
+    .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut before_sync = Vec::new();
+    let synced = timeout(LIMIT, async {
+        loop {
+            let line = stdout.next_line().await.unwrap().expect("SYNCED line");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v["type"] == "SYNCED" {
+                assert!(line.starts_with(r#"{"type":"SYNCED""#), "{line}");
+                return v;
+            }
+            before_sync.push(v);
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(synced["objects"], 3);
+    assert!(!synced["resourceVersion"].as_str().unwrap().is_empty());
+    let mut keys: Vec<&str> = before_sync
+        .iter()
+        .map(|v| {
+            assert_eq!(v["type"], "ADDED");
+            assert_eq!(v["object"]["kind"], "ConfigMap");
+            assert_eq!(
+                v["object"]["metadata"]["resourceVersion"],
+                v["resourceVersion"]
+            );
+            v["key"].as_str().unwrap()
+        })
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["default/cm-0", "default/cm-1", "default/cm-2"]);
+
+    // Three watch events, spaced so that none coalesces with another.
+    sim.create(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "cm-new"}}),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "cm-0",
+        &json!({"data": {"i": "changed"}}),
+    )
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    sim.delete("configmaps", Some("default"), "cm-1").unwrap();
+
+    let mut rest = Vec::new();
+    timeout(LIMIT, async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            rest.push(serde_json::from_str::<Value>(&line).unwrap());
+        }
+    })
+    .await
+    .expect("kwatch exits after --max-events");
+    let status = timeout(LIMIT, child.wait()).await.unwrap().unwrap();
+    assert!(status.success());
+    let types: Vec<(&str, &str)> = rest
+        .iter()
+        .map(|v| (v["type"].as_str().unwrap(), v["key"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("ADDED", "default/cm-new"),
+            ("MODIFIED", "default/cm-0"),
+            ("DELETED", "default/cm-1")
+        ]
+    );
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .await
+        .unwrap();
+    let stats: Value =
+        serde_json::from_str(stderr.trim()).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(stats["watch_events"], 3);
+    assert_eq!(stats["notifications"], 6);
+    assert_eq!(stats["objects"], 3);
+    for field in [
+        "sync_seconds",
+        "watch_seconds",
+        "events_per_sec",
+        "peak_rss_kib",
+    ] {
+        assert!(
+            stats[field].as_f64().is_some_and(|x| x > 0.0),
+            "{field}: {stats}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_until_synced_table_and_selectors() {
+    let sim = sim_with_configmaps(2).await;
+    sim.create(
+        "configmaps",
+        Some("other"),
+        json!({"metadata": {"name": "elsewhere"}}),
+    )
+    .unwrap();
+    let r = kwatch(&["watch", "cm", "--server", sim.url(), "--until-synced"]).await;
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    let lines = r.lines();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[..2].iter().all(|l| l.starts_with("ADDED")),
+        "{lines:?}"
+    );
+    assert!(lines[2].starts_with("SYNCED    2 objects"), "{lines:?}");
+
+    let r = kwatch(&[
+        "watch",
+        "configmaps",
+        "-A",
+        "--server",
+        sim.url(),
+        "--until-synced",
+        "-o",
+        "jsonl",
+    ])
+    .await;
+    assert_eq!(r.json_lines().last().unwrap()["objects"], 3);
+    let r = kwatch(&[
+        "watch",
+        "configmaps",
+        "-A",
+        "--server",
+        sim.url(),
+        "--until-synced",
+        "-o",
+        "jsonl",
+        "--field-selector",
+        "metadata.namespace=other",
+    ])
+    .await;
+    assert_eq!(r.json_lines().len(), 2, "{}", r.stdout);
+    let r = kwatch(&[
+        "watch",
+        "configmaps",
+        "-n",
+        "default",
+        "--server",
+        sim.url(),
+        "--until-synced",
+        "-o",
+        "none",
+        "-l",
+        "app=nope",
+    ])
+    .await;
+    assert_eq!((r.code(), r.stdout.as_str()), (0, ""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_table_json_jsonl_and_one_name() {
+    let sim = sim_with_configmaps(2).await;
+    let r = kwatch(&["--server", sim.url(), "get", "configmaps"]).await;
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    let lines = r.lines();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].ends_with("AGE"),
+        "{lines:?}"
+    );
+    assert!(lines[1].starts_with("cm-0 "), "{lines:?}");
+
+    let r = kwatch(&["--server", sim.url(), "get", "configmaps", "-A"]).await;
+    assert!(r.lines()[0].starts_with("NAMESPACE   NAME"), "{}", r.stdout);
+
+    let r = kwatch(&["--server", sim.url(), "get", "configmaps", "-o", "json"]).await;
+    let list: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().unwrap().len(), 2);
+
+    let r = kwatch(&["--server", sim.url(), "get", "configmaps", "-o", "jsonl"]).await;
+    assert_eq!(r.json_lines()[1]["metadata"]["name"], "cm-1");
+
+    let r = kwatch(&[
+        "--server",
+        sim.url(),
+        "get",
+        "configmaps",
+        "cm-1",
+        "-o",
+        "json",
+    ])
+    .await;
+    let one: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        (one["kind"].as_str(), one["data"]["i"].as_str()),
+        (Some("ConfigMap"), Some("1"))
+    );
+
+    let r = kwatch(&["--server", sim.url(), "get", "configmaps", "missing"]).await;
+    assert_eq!(r.code(), 1);
+    assert!(
+        r.stderr.contains(r#"configmaps "missing" not found"#),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_by_group_version_resource_and_by_name() {
+    let sim = Simulator::start().await.unwrap();
+    sim.register_resource(
+        ApiResource::new("example.com", "v1", "Widget", "widgets", true),
+        &["wg"],
+    );
+    sim.create(
+        "widgets.example.com",
+        Some("default"),
+        json!({"metadata": {"name": "w1"}, "spec": {"size": 3}}),
+    )
+    .unwrap();
+    for resource in [
+        "example.com/v1/widgets",
+        "widgets",
+        "wg",
+        "Widget",
+        "widgets.example.com",
+    ] {
+        let r = kwatch(&["--server", sim.url(), "get", resource, "-o", "jsonl"]).await;
+        assert_eq!(r.code(), 0, "{resource}: {}", r.stderr);
+        let items = r.json_lines();
+        assert_eq!(items.len(), 1, "{resource}");
+        assert_eq!(items[0]["spec"]["size"], 3);
+        assert_eq!(items[0]["apiVersion"], "example.com/v1");
+    }
+    let r = kwatch(&["--server", sim.url(), "get", "example.com/v2/widgets"]).await;
+    assert_eq!(r.code(), 1);
+    let r = kwatch(&["--server", sim.url(), "get", "gadgets"]).await;
+    assert_eq!(r.code(), 1);
+    assert!(
+        r.stderr
+            .contains("doesn't have a resource type \"gadgets\""),
+        "{}",
+        r.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_snapshot_and_watch() {
+    let sim = Simulator::start().await.unwrap();
+    let mut churn = Churn::new(
+        sim.api(),
+        ChurnConfig {
+            services: 2,
+            pods_per_service: 4,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..20 {
+        churn.step().unwrap();
+    }
+    let r = kwatch(&["--server", sim.url(), "instances", "svc-0", "-o", "jsonl"]).await;
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    let snaps = r.json_lines();
+    assert_eq!(snaps.len(), 1);
+    let s = &snaps[0];
+    assert_eq!(
+        (s["service"].as_str(), s["state"].as_str()),
+        (Some("default/svc-0"), Some("Ready"))
+    );
+    assert!(s["revision"].as_u64().unwrap() >= 1);
+    let instances = s["instances"].as_array().unwrap();
+    assert!(!instances.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    for i in instances {
+        assert!(
+            seen.insert((i["address"].to_string(), i["port"].to_string())),
+            "duplicate {i}"
+        );
+        assert_eq!(i["port"], 8080);
+        for f in ["ready", "serving", "terminating"] {
+            assert!(i[f].is_boolean(), "{i}");
+        }
+        assert!(i["pod"].as_str().unwrap().starts_with("default/svc-0-"));
+        assert!(i["zone"].is_string() && i["node"].is_string());
+    }
+
+    let r = kwatch(&[
+        "--server",
+        sim.url(),
+        "instances",
+        "default/absent",
+        "-o",
+        "jsonl",
+    ])
+    .await;
+    assert_eq!(r.json_lines()[0]["state"], "ServiceAbsent");
+    let r = kwatch(&["--server", sim.url(), "instances", "svc-1"]).await;
+    assert!(
+        r.lines()[0].starts_with("default/svc-1  revision"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.lines()[1].starts_with("ADDRESS"), "{}", r.stdout);
+
+    // -w: one snapshot now, another after a change.
+    let mut child = command(&[
+        "--server",
+        sim.url(),
+        "instances",
+        "svc-0",
+        "-w",
+        "-o",
+        "jsonl",
+    ])
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(
+        &timeout(LIMIT, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    let running = churn.run(50.0);
+    let second: Value = serde_json::from_str(
+        &timeout(LIMIT, lines.next_line())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    running.stop().await.unwrap();
+    assert_eq!(
+        second["revision"].as_u64().unwrap(),
+        first["revision"].as_u64().unwrap() + 1
+    );
+    assert_ne!(first["instances"], second["instances"]);
+    child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_errors_exit_2() {
+    for args in [
+        &[][..],
+        &["watch"],
+        &["frobnicate"],
+        &["get", "pods", "--until-synced"],
+        &["watch", "pods", "-o", "yaml"],
+        &["demo", "--duration", "soon"],
+        &["get", "pods", "--no-such-option"],
+    ] {
+        let r = kwatch(args).await;
+        assert_eq!(r.code(), 2, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with("kwatch: error: "), "{}", r.stderr);
+    }
+    let r = kwatch(&["--help"]).await;
+    assert_eq!(r.code(), 0);
+    assert!(r.stdout.contains("kwatch demo"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_configuration_is_one_clear_error() {
+    let home = temp_dir("home");
+    let kube = temp_dir("kube");
+    let mut c = command(&["get", "pods"]);
+    c.env("HOME", &home)
+        .env("KUBECONFIG", kube.join("config"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT");
+    let r = run_cmd(c).await;
+    assert_eq!(r.code(), 1, "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("kwatch demo"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&kube.join("config").display().to_string()),
+        "{}",
+        r.stderr
+    );
+
+    // A server that is not there is a runtime error too, reported at once.
+    let r = kwatch(&["--server", "http://127.0.0.1:1", "get", "pods"]).await;
+    assert_eq!(r.code(), 1);
+    let r = kwatch(&["--server", "http://127.0.0.1:1", "instances", "web"]).await;
+    assert_eq!(r.code(), 1);
+}
+
+/// Starts `kwatch sim ARGS` and returns it with the lines it printed before serving.
+async fn kwatch_sim(args: &[&str]) -> (Child, Vec<String>) {
+    let mut all = vec!["sim"];
+    all.extend_from_slice(args);
+    let mut child = command(&all).spawn().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut header = Vec::new();
+    let first = timeout(LIMIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(first.starts_with("listening on http"), "{first}");
+    header.push(first);
+    // The kubeconfig line, and the CA with --tls.
+    let more = if args.contains(&"--tls") { 2 } else { 1 };
+    for _ in 0..more {
+        header.push(
+            timeout(LIMIT, lines.next_line())
+                .await
+                .unwrap()
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    (child, header)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sim_subcommand_serves_plain_and_tls_with_token() {
+    let (mut plain, header) = kwatch_sim(&["--churn"]).await;
+    let url = header[0].strip_prefix("listening on ").unwrap().to_owned();
+    let r = kwatch(&["--server", &url, "get", "services"]).await;
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    assert!(r.stdout.contains("svc-0"), "{}", r.stdout);
+    plain.kill().await.unwrap();
+
+    let (mut tls, header) = kwatch_sim(&["--tls", "--token", "s3cret"]).await;
+    let url = header[0].strip_prefix("listening on ").unwrap().to_owned();
+    assert!(url.starts_with("https://"));
+    let ca = header[2]
+        .strip_prefix("certificate-authority ")
+        .unwrap()
+        .to_owned();
+    let ok = kwatch(&[
+        "--server",
+        &url,
+        "--token",
+        "s3cret",
+        "--certificate-authority",
+        &ca,
+        "get",
+        "pods",
+    ])
+    .await;
+    assert_eq!(ok.code(), 0, "{}", ok.stderr);
+    let insecure = kwatch(&[
+        "--server",
+        &url,
+        "--token",
+        "s3cret",
+        "--insecure-skip-tls-verify",
+        "get",
+        "pods",
+    ])
+    .await;
+    assert_eq!(insecure.code(), 0, "{}", insecure.stderr);
+    let no_token = kwatch(&[
+        "--server",
+        &url,
+        "--certificate-authority",
+        &ca,
+        "get",
+        "pods",
+    ])
+    .await;
+    assert_eq!(no_token.code(), 1);
+    let no_ca = kwatch(&["--server", &url, "--token", "s3cret", "get", "pods"]).await;
+    assert_eq!(no_ca.code(), 1);
+    // The kubeconfig it wrote carries the URL, the CA and the token.
+    let kubeconfig = header[1].strip_prefix("kubeconfig ").unwrap().to_owned();
+    let from_file = kwatch(&["--kubeconfig", &kubeconfig, "get", "pods"]).await;
+    assert_eq!(from_file.code(), 0, "{}", from_file.stderr);
+    let mut c = command(&["--context", "sim", "get", "pods"]);
+    c.env("KUBECONFIG", &kubeconfig);
+    assert_eq!(run_cmd(c).await.code(), 0);
+    tls.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_ends_by_itself_with_zero_divergences() {
+    let r = kwatch(&["demo", "--duration", "5", "--services", "4", "--pods", "5"]).await;
+    assert_eq!(r.code(), 0, "{}\n{}", r.stdout, r.stderr);
+    let lines = r.lines();
+    assert!(
+        lines.iter().any(|l| l.starts_with("[  1s] services=4")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("faults survived   2")),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(lines.last(), Some(&"divergences: 0"), "{}", r.stdout);
+}
