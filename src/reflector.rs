@@ -656,31 +656,28 @@ impl<T: Object + Clone> Reflector<T> {
         }
     }
 
-    /// Queues one event (R15, R16).
+    /// Queues one event (R15, R16). Per event: one health lock, and the version copied into
+    /// buffers that are reused (no allocation beyond the object's own `Arc`).
     fn handle_event(&mut self, event: WatchEvent<T>) -> Handled<T> {
-        self.touch_event();
-        let mut bookmark = false;
-        let (delta, rv) = match event {
-            WatchEvent::Added(o) => {
-                let o = Arc::new(self.transformed(o));
-                let rv = o.meta().resource_version.clone();
-                (Some(Delta::Added(o)), rv)
-            }
-            WatchEvent::Modified(o) => {
-                let o = Arc::new(self.transformed(o));
-                let rv = o.meta().resource_version.clone();
-                (Some(Delta::Modified(o)), rv)
-            }
-            WatchEvent::Deleted(o) => {
-                let o = Arc::new(self.transformed(o));
-                let rv = o.meta().resource_version.clone();
-                (Some(Delta::Deleted(DeletedObject::Final(o))), rv)
-            }
+        let delta = match event {
+            WatchEvent::Added(o) => Some(Delta::Added(Arc::new(self.transformed(o)))),
+            WatchEvent::Modified(o) => Some(Delta::Modified(Arc::new(self.transformed(o)))),
+            WatchEvent::Deleted(o) => Some(Delta::Deleted(DeletedObject::Final(Arc::new(
+                self.transformed(o),
+            )))),
             WatchEvent::Bookmark(b) => {
-                bookmark = true;
-                (None, b.resource_version)
+                if !b.resource_version.is_empty() {
+                    self.last_rv = b.resource_version;
+                    // Events carry their version to the fifo in their object; a bookmark's comes
+                    // alone.
+                    if !self.fifo.bookmark(&self.last_rv) {
+                        return Handled::Then(State::Stopped);
+                    }
+                }
+                None
             }
             WatchEvent::Error(status) => {
+                self.touch_event();
                 let e = Error::from_status(status);
                 self.fail(&e);
                 // R18: an expired watch relists (from the last version, which a LIST may still
@@ -689,20 +686,20 @@ impl<T: Object + Clone> Reflector<T> {
             }
         };
         if let Some(d) = delta {
+            let rv = d.resource_version();
+            if !rv.is_empty() {
+                self.last_rv.clear();
+                self.last_rv.push_str(rv);
+            }
             if !self.fifo.push(d) {
                 return Handled::Then(State::Stopped);
             }
         }
-        if !rv.is_empty() {
-            self.last_rv = rv;
-            // Events carry their version to the fifo in their object; a bookmark's comes alone.
-            if bookmark && !self.fifo.bookmark(&self.last_rv) {
-                return Handled::Then(State::Stopped);
-            }
-            let mut h = self.health.lock().unwrap();
-            h.resource_version.clone_from(&self.last_rv);
-            h.consecutive_failures = 0;
-        }
+        let mut h = self.health.lock().unwrap();
+        h.events += 1;
+        h.last_event = Some(Instant::now());
+        h.resource_version.clone_from(&self.last_rv);
+        h.consecutive_failures = 0;
         Handled::Continue
     }
 
