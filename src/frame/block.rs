@@ -1,9 +1,11 @@
 //! Classifying 64 bytes at a time: where the quotes, backslashes and brackets are, which quotes are
-//! escaped, and which bytes are inside strings (the idea of simdjson's first stage, in portable Rust).
+//! escaped, and which bytes are inside strings (the idea of simdjson's first stage, in Rust).
 //!
-//! Each byte class becomes a 64-bit mask (bit *i* for byte *i*), computed with comparisons the
-//! compiler vectorizes: no `unsafe`, no target features, and several times faster than jumping from
-//! token to token with `memchr` on compact JSON, where a quote comes every few bytes.
+//! Each byte class becomes a 64-bit mask (bit *i* for byte *i*). On x86-64 the masks come from SSE2
+//! (16 byte compares and one `pmovmskb` per 16 bytes); elsewhere from plain comparisons the compiler
+//! vectorizes, packed into bits by multiplication. Both give the same masks (tested on every byte
+//! value), and both are several times faster than jumping from token to token with `memchr` on compact
+//! JSON, where a quote comes every few bytes.
 //!
 //! The escaping rule, shared with the byte-at-a-time tail in the parent module so that every way of
 //! cutting a stream gives the same frames: a byte is *escaped* when an odd-length run of backslashes
@@ -13,6 +15,7 @@
 
 /// Packs 64 flags (each byte 0 or 1) into a mask, eight at a time: the multiplication moves the
 /// flag of byte *k* of a word to bit 56 + *k*, where the shift picks the eight of them up.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
 #[inline(always)]
 fn pack(flags: &[u8; 64]) -> u64 {
     let mut mask = 0u64;
@@ -33,12 +36,54 @@ pub(super) struct Masks {
 }
 
 /// The masks of `block` for `"`, `\\`, `open` and `close`.
-///
-/// Written as plain byte comparisons into flag arrays, which the compiler turns into vector
-/// compares (16 bytes per instruction with the baseline SSE2 of x86-64); only the packing into bits
-/// is done by hand.
-#[inline]
+#[inline(always)]
 pub(super) fn masks(block: &[u8; 64], open: u8, close: u8) -> Masks {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        // SAFETY: `masks_sse2` only requires the SSE2 target feature, and the `cfg` above admits
+        // this call only when SSE2 is enabled at compile time (it is part of the x86-64 baseline,
+        // so every x86-64 build takes this path). The function has no other precondition: it reads
+        // the block through safe slice indexing.
+        unsafe { masks_sse2(block, open, close) }
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        masks_portable(block, open, close)
+    }
+}
+
+/// SSE2: per 16 bytes, one load, four byte compares and four `pmovmskb`, which move the compare
+/// results' top bits straight into a mask. Measured by `cargo bench --bench frames` (framing) at
+/// about 1.5x the throughput of [`masks_portable`] on this crate's streams.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[target_feature(enable = "sse2")]
+#[inline]
+fn masks_sse2(block: &[u8; 64], open: u8, close: u8) -> Masks {
+    use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8};
+
+    let [quote_v, backslash_v, open_v, close_v] =
+        [b'"', b'\\', open, close].map(|c| _mm_set1_epi8(c as i8));
+    let mut m = Masks::default();
+    for (i, lane) in block.chunks_exact(16).enumerate() {
+        // Two 8-byte halves: the compiler fuses them into one unaligned 16-byte load (`movdqu`)
+        // without an `unsafe` pointer read.
+        let lo = u64::from_le_bytes(lane[..8].try_into().expect("8 bytes"));
+        let hi = u64::from_le_bytes(lane[8..].try_into().expect("8 bytes"));
+        let v = _mm_set_epi64x(hi as i64, lo as i64);
+        let bits = |c| u64::from(_mm_movemask_epi8(_mm_cmpeq_epi8(v, c)) as u16) << (i * 16);
+        m.quote |= bits(quote_v);
+        m.backslash |= bits(backslash_v);
+        m.open |= bits(open_v);
+        m.close |= bits(close_v);
+    }
+    m
+}
+
+/// Portable: byte comparisons into flag arrays, which the compiler turns into vector compares; only
+/// the packing into bits is done by hand.
+#[cfg_attr(all(target_arch = "x86_64", target_feature = "sse2"), allow(dead_code))]
+#[inline]
+fn masks_portable(block: &[u8; 64], open: u8, close: u8) -> Masks {
     let (mut quote, mut backslash) = ([0u8; 64], [0u8; 64]);
     let (mut opens, mut closes) = ([0u8; 64], [0u8; 64]);
     for (i, &b) in block.iter().enumerate() {
@@ -96,8 +141,8 @@ pub(super) fn prefix_xor(mut x: u64) -> u64 {
 
 /// The brackets of one block that are outside strings, as `(open, close)` masks. Updates the
 /// carried escape and in-string state to the end of the block.
-#[inline]
-pub(super) fn brackets(
+#[inline(always)]
+fn brackets(
     block: &[u8; 64],
     open: u8,
     close: u8,
@@ -114,6 +159,85 @@ pub(super) fn brackets(
     let inside = prefix_xor(quotes) ^ if *in_string { u64::MAX } else { 0 };
     *in_string = inside >> 63 == 1;
     (m.open & !inside, m.close & !inside)
+}
+
+/// Scans the whole 64-byte blocks of `buf` from `i` for the end of a container whose `depth`
+/// open brackets (of kind `open`/`close`) are pending, carrying the escape and in-string state.
+/// Returns where the blocks stop (the caller scans the shorter tail byte by byte) and the end
+/// (exclusive) of the container if it closes within them.
+///
+/// Counting brackets per block needs a population count, which x86-64's baseline lacks: the
+/// software fallback took half of the scan's time. So the loop is compiled twice, once with the
+/// `popcnt` instruction, chosen at run time (the detection is a cached load).
+#[inline]
+pub(super) fn scan_blocks(
+    buf: &[u8],
+    i: usize,
+    open: u8,
+    close: u8,
+    depth: &mut u32,
+    escape: &mut bool,
+    in_string: &mut bool,
+) -> (usize, Option<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("popcnt") {
+        // SAFETY: `scan_blocks_popcnt` only requires the `popcnt` target feature, which was just
+        // detected on the running CPU; it has no other precondition (safe slice indexing only).
+        return unsafe { scan_blocks_popcnt(buf, i, open, close, depth, escape, in_string) };
+    }
+    scan_blocks_with(buf, i, open, close, depth, escape, in_string)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "popcnt")]
+fn scan_blocks_popcnt(
+    buf: &[u8],
+    i: usize,
+    open: u8,
+    close: u8,
+    depth: &mut u32,
+    escape: &mut bool,
+    in_string: &mut bool,
+) -> (usize, Option<usize>) {
+    scan_blocks_with(buf, i, open, close, depth, escape, in_string)
+}
+
+#[inline(always)]
+fn scan_blocks_with(
+    buf: &[u8],
+    mut i: usize,
+    open: u8,
+    close: u8,
+    depth: &mut u32,
+    escape: &mut bool,
+    in_string: &mut bool,
+) -> (usize, Option<usize>) {
+    while i + 64 <= buf.len() {
+        let chunk: &[u8; 64] = buf[i..i + 64].try_into().expect("64 bytes");
+        let (opens, closes) = brackets(chunk, open, close, escape, in_string);
+        let (n_open, n_close) = (opens.count_ones(), closes.count_ones());
+        if n_close < *depth {
+            // The value cannot end in this block: just count.
+            *depth = *depth + n_open - n_close;
+        } else {
+            // It may: follow the brackets in order.
+            let mut brackets = opens | closes;
+            while brackets != 0 {
+                let bit = brackets.trailing_zeros();
+                if opens >> bit & 1 == 1 {
+                    *depth += 1;
+                } else {
+                    *depth -= 1;
+                    if *depth == 0 {
+                        return (i, Some(i + bit as usize + 1));
+                    }
+                }
+                brackets &= brackets - 1;
+            }
+        }
+        i += 64;
+    }
+    (i, None)
 }
 
 #[cfg(test)]
@@ -134,11 +258,14 @@ mod tests {
             for (i, b) in block.iter_mut().enumerate() {
                 *b = start.wrapping_add((i * 37) as u8);
             }
-            let m = masks(&block, b'{', b'}');
-            assert_eq!(m.quote, naive(&block, b'"'));
-            assert_eq!(m.backslash, naive(&block, b'\\'));
-            assert_eq!(m.open, naive(&block, b'{'));
-            assert_eq!(m.close, naive(&block, b'}'));
+            for (open, close) in [(b'{', b'}'), (b'[', b']')] {
+                let m = masks(&block, open, close);
+                assert_eq!(m.quote, naive(&block, b'"'));
+                assert_eq!(m.backslash, naive(&block, b'\\'));
+                assert_eq!(m.open, naive(&block, open));
+                assert_eq!(m.close, naive(&block, close));
+                assert_eq!(masks_portable(&block, open, close), m);
+            }
         }
     }
 

@@ -342,31 +342,11 @@ impl FrameDecoder {
             unreachable!("scan is only called inside a value");
         };
         let buf = &self.buf[..];
-        while i + 64 <= buf.len() {
-            let chunk: &[u8; 64] = buf[i..i + 64].try_into().expect("64 bytes");
-            let (opens, closes) = block::brackets(chunk, open, close, escaped, in_string);
-            let (n_open, n_close) = (opens.count_ones(), closes.count_ones());
-            if n_close < *depth {
-                // The value cannot end in this block: just count.
-                *depth = *depth + n_open - n_close;
-            } else {
-                let mut brackets = opens | closes;
-                while brackets != 0 {
-                    let bit = brackets.trailing_zeros();
-                    if opens >> bit & 1 == 1 {
-                        *depth += 1;
-                    } else {
-                        *depth -= 1;
-                        if *depth == 0 {
-                            let end = i + bit as usize + 1;
-                            return self.done(end);
-                        }
-                    }
-                    brackets &= brackets - 1;
-                }
-            }
-            i += 64;
+        let (next, end) = block::scan_blocks(buf, i, open, close, depth, escaped, in_string);
+        if let Some(end) = end {
+            return self.done(end);
         }
+        i = next;
         while i < buf.len() {
             let b = buf[i];
             i += 1;
