@@ -4,7 +4,7 @@ mod common;
 
 use common::{capture, fixture};
 use informer::frame::FrameDecoder;
-use informer::watch::{WatchEvent, decode_event};
+use informer::watch::{EventDecoder, WatchEvent, decode_event};
 use informer::{DynamicObject, EndpointSlice, Endpoints, Error, Pod};
 
 const WATCH_CAPTURES: &[&str] = &[
@@ -347,4 +347,91 @@ fn large_realistic_objects_decode() {
     let pod: Pod = serde_json::from_slice(&fixture("pod-managedfields.json")).unwrap();
     let entries: Vec<serde_json::Value> = pod.metadata.managed_fields.unwrap().parse().unwrap();
     assert_eq!(entries.len(), 2);
+}
+
+/// Everything an [`EventDecoder`] yields for `chunks` pushed in turn, errors as their messages.
+fn events_of<T: informer::Object>(
+    chunks: &[&[u8]],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    let mut dec = EventDecoder::<T>::with_max_frame(limit);
+    let mut out = Vec::new();
+    for c in chunks {
+        dec.push(c);
+        loop {
+            match dec.next_event() {
+                Ok(Some(e)) => out.push(Ok(e)),
+                Ok(None) => break,
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+    }
+    match dec.finish() {
+        Ok(Some(e)) => out.push(Ok(e)),
+        Ok(None) => {}
+        Err(e) => out.push(Err(e.to_string())),
+    }
+    out
+}
+
+/// The same through the two steps the event decoder fuses: frame, then decode each frame.
+fn framed_then_decoded<T: informer::Object>(
+    body: &[u8],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    let mut dec = FrameDecoder::with_max_frame(limit);
+    dec.push(body);
+    let mut out = Vec::new();
+    loop {
+        match dec.next_frame() {
+            Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| e.to_string())),
+            Ok(None) => break,
+            Err(e) => out.push(Err(e.to_string())),
+        }
+    }
+    match dec.finish() {
+        Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| e.to_string())),
+        Ok(None) => {}
+        Err(e) => out.push(Err(e.to_string())),
+    }
+    out
+}
+
+#[test]
+fn the_event_decoder_equals_framing_then_decoding_at_every_cut() {
+    for (name, body) in all_streams() {
+        let reference = framed_then_decoded::<DynamicObject>(&body, 1 << 20);
+        assert!(reference.iter().all(Result::is_ok), "{name}");
+        for cut in 0..=body.len() {
+            assert_eq!(
+                events_of::<DynamicObject>(&[&body[..cut], &body[cut..]], 1 << 20),
+                reference,
+                "{name} cut at {cut}"
+            );
+        }
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(
+            events_of(&bytes, 1 << 20),
+            reference,
+            "{name} in 1-byte chunks"
+        );
+    }
+}
+
+#[test]
+fn the_event_decoder_reports_the_same_errors_at_the_same_offsets() {
+    // Garbage, a wrong type, an unknown event type, a pretty-printed event (newlines inside the
+    // value), an event over the limit, a bare scalar, and an event cut by the end of the stream.
+    let body = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n<html>502</html>\n{\"type\":\"NOPE\",\"object\":{}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}\n{\n \"type\": \"MODIFIED\",\n \"object\": {\"metadata\": {\"name\": \"p\"}}\n}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"way-too-long-for-the-limit-of-this-test\"}}}\n[1]\n7\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"b\"}}}\n{\"type\":\"ADDED\",\"obj";
+    let reference = framed_then_decoded::<Pod>(body, 80);
+    let errors = reference.iter().filter(|r| r.is_err()).count();
+    assert_eq!(errors, 7, "{reference:#?}");
+    assert!(matches!(reference[4], Ok(WatchEvent::Modified(_))));
+    for cut in 0..=body.len() {
+        assert_eq!(
+            events_of::<Pod>(&[&body[..cut], &body[cut..]], 80),
+            reference,
+            "cut at {cut}"
+        );
+    }
 }

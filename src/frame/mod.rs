@@ -14,8 +14,8 @@
 //!
 //! # How a value is delimited
 //!
-//! Only a few bytes matter for finding where a value ends, so the scanner jumps between them with
-//! `memchr` instead of looking at every byte:
+//! Only a few bytes matter for finding where a value ends; the scanner classifies 64 bytes at a time
+//! into bit masks of them (the `block` module) and follows only those:
 //!
 //! * between values, whitespace is skipped and the first byte decides the kind of value;
 //! * in an object (array), only `{` and `}` (`[` and `]`) and `"` count outside strings: the value ends
@@ -206,6 +206,40 @@ impl FrameDecoder {
                 None => None,
             });
         }
+    }
+
+    /// The buffered bytes from the start of the next value on, and the value's stream offset, when
+    /// the decoder is between values (none of the value scanned yet); `None` inside a value or with
+    /// nothing but whitespace buffered.
+    ///
+    /// For a caller that parses a value before it is framed (see
+    /// [`EventDecoder`](crate::watch::EventDecoder)): after a parse that consumed `n` bytes it calls
+    /// [`skip_parsed`](Self::skip_parsed)`(n)`; after a failed one it calls
+    /// [`next_frame`](Self::next_frame), which frames the value as usual.
+    pub(crate) fn unscanned_value(&mut self) -> Option<(&[u8], u64)> {
+        if self.state != State::Between || self.discarding || !self.skip_whitespace() {
+            return None;
+        }
+        Some((&self.buf[..], self.offset))
+    }
+
+    /// Drops the `n` bytes of a value parsed from [`unscanned_value`](Self::unscanned_value), with
+    /// the same limit as a framed value: over it, the value is dropped and the error is
+    /// [`Error::FrameTooLarge`].
+    pub(crate) fn skip_parsed(&mut self, n: usize) -> Result<()> {
+        debug_assert!(self.state == State::Between && n <= self.buf.len());
+        self.consume(n);
+        if n > self.max_frame {
+            return Err(Error::FrameTooLarge {
+                limit: self.max_frame,
+            });
+        }
+        Ok(())
+    }
+
+    /// The stream offset just past the last byte pushed.
+    pub(crate) fn stream_end(&self) -> u64 {
+        self.offset + self.buf.len() as u64
     }
 
     /// Ends the stream. `Ok(None)` is a clean end; a scalar still open at the end of the stream is
