@@ -602,3 +602,212 @@ async fn demo_ends_by_itself_with_zero_divergences() {
     );
     assert_eq!(lines.last(), Some(&"divergences: 0"), "{}", r.stdout);
 }
+
+/// A Service with the given ports (`(name, port, targetPort)`) and one EndpointSlice per entry of
+/// `slices`: `(slice name, ports (name, number), endpoints (address, ready))`.
+#[allow(clippy::type_complexity)]
+fn service_with_slices(
+    sim: &Simulator,
+    name: &str,
+    ports: &[(Option<&str>, u16, u16)],
+    slices: &[(&str, &[(Option<&str>, u16)], &[(&str, bool)])],
+) {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(n, port, target)| {
+            let mut p = json!({"port": port, "targetPort": target, "protocol": "TCP"});
+            if let Some(n) = n {
+                p["name"] = json!(n);
+            }
+            p
+        })
+        .collect();
+    sim.create(
+        "services",
+        Some("default"),
+        json!({"metadata": {"name": name}, "spec": {"ports": ports}}),
+    )
+    .unwrap();
+    for (slice, slice_ports, endpoints) in slices {
+        let slice_ports: Vec<Value> = slice_ports
+            .iter()
+            .map(|(n, port)| {
+                let mut p = json!({"port": port, "protocol": "TCP"});
+                if let Some(n) = n {
+                    p["name"] = json!(n);
+                }
+                p
+            })
+            .collect();
+        let endpoints: Vec<Value> = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, (address, ready))| {
+                json!({
+                    "addresses": [address],
+                    "conditions": {"ready": ready, "serving": ready, "terminating": false},
+                    "nodeName": format!("node-{i}"),
+                    "zone": "zone-a",
+                    "targetRef": {"kind": "Pod", "namespace": "default", "name": format!("{name}-pod-{address}")},
+                })
+            })
+            .collect();
+        sim.create(
+            "endpointslices.discovery.k8s.io",
+            Some("default"),
+            json!({
+                "metadata": {"name": slice, "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "ports": slice_ports,
+                "endpoints": endpoints,
+            }),
+        )
+        .unwrap();
+    }
+}
+
+/// (address, port, ready) of each instance of a `kwatch instances -o jsonl` line.
+fn endpoints_of(line: &Value) -> Vec<(String, u64, bool)> {
+    line["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["address"].as_str().unwrap().to_owned(),
+                i["port"].as_u64().unwrap(),
+                i["ready"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_without_port_one_port_or_every_port_once() {
+    let sim = Simulator::start().await.unwrap();
+    // One unnamed port.
+    service_with_slices(
+        &sim,
+        "single",
+        &[(None, 80, 8080)],
+        &[(
+            "single-a",
+            &[(None, 8080)],
+            &[("10.0.0.2", false), ("10.0.0.1", true)],
+        )],
+    );
+    // Two named ports; 10.0.1.1 sits in two slices (moving between them): listed once per port.
+    service_with_slices(
+        &sim,
+        "multi",
+        &[(Some("http"), 80, 8080), (Some("admin"), 9090, 9090)],
+        &[
+            (
+                "multi-a",
+                &[(Some("http"), 8080), (Some("admin"), 9090)],
+                &[("10.0.1.1", true), ("10.0.1.2", false)],
+            ),
+            (
+                "multi-b",
+                &[(Some("http"), 8080), (Some("admin"), 9090)],
+                &[("10.0.1.1", true)],
+            ),
+        ],
+    );
+    let jsonl = |args: &'static [&'static str]| {
+        let url = sim.url().to_owned();
+        async move {
+            let mut all = vec!["--server", url.as_str(), "instances", "-o", "jsonl"];
+            all.extend_from_slice(args);
+            let r = kwatch(&all).await;
+            assert_eq!(r.code(), 0, "{args:?}: {}", r.stderr);
+            let lines = r.json_lines();
+            assert_eq!(lines.len(), 1, "{args:?}: {}", r.stdout);
+            lines[0].clone()
+        }
+    };
+
+    let single = jsonl(&["single"]).await;
+    assert_eq!(single["state"], "Ready");
+    assert_eq!(
+        endpoints_of(&single),
+        [
+            ("10.0.0.1".into(), 8080, true),
+            ("10.0.0.2".into(), 8080, false)
+        ]
+    );
+    assert_eq!(single["instances"][0]["pod"], "default/single-pod-10.0.0.1");
+
+    let multi = jsonl(&["multi"]).await;
+    assert_eq!(multi["state"], "Ready");
+    assert_eq!(
+        endpoints_of(&multi),
+        [
+            ("10.0.1.1".into(), 8080, true),
+            ("10.0.1.1".into(), 9090, true),
+            ("10.0.1.2".into(), 8080, false),
+            ("10.0.1.2".into(), 9090, false),
+        ]
+    );
+    let admin = jsonl(&["multi", "--port", "admin"]).await;
+    assert_eq!(
+        endpoints_of(&admin),
+        [
+            ("10.0.1.1".into(), 9090, true),
+            ("10.0.1.2".into(), 9090, false)
+        ]
+    );
+    let nope = jsonl(&["default/multi", "--port", "nope"]).await;
+    assert_eq!(nope["state"], "NoEndpoints");
+    assert_eq!(nope["instances"], json!([]));
+    let absent = jsonl(&["absent", "--port", "http"]).await;
+    assert_eq!(absent["state"], "ServiceAbsent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_prints_what_the_library_discovery_computes() {
+    use informer::discovery::{Discovery, DiscoveryOptions};
+    use informer::{Client, Config};
+
+    let sim = Simulator::start().await.unwrap();
+    let mut churn = Churn::new(
+        sim.api(),
+        ChurnConfig {
+            services: 2,
+            pods_per_service: 6,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..40 {
+        churn.step().unwrap();
+    }
+    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    let discovery = Discovery::new(
+        client,
+        DiscoveryOptions {
+            include_not_ready: true,
+            ..Default::default()
+        },
+    );
+    assert!(discovery.wait_for_sync("default", LIMIT).await);
+    for service in ["svc-0", "svc-1"] {
+        let snapshot = discovery.instances("default", service, "http");
+        let r = kwatch(&["--server", sim.url(), "instances", service, "-o", "jsonl"]).await;
+        assert_eq!(r.code(), 0, "{}", r.stderr);
+        let line = &r.json_lines()[0];
+        assert_eq!(line["state"], json!(snapshot.state), "{service}");
+        let want: Vec<Value> = snapshot
+            .instances
+            .iter()
+            .map(|i| {
+                json!({
+                    "address": i.address.to_string(), "port": i.port, "ready": i.ready,
+                    "serving": i.serving, "terminating": i.terminating, "zone": i.zone,
+                    "node": i.node, "pod": i.pod,
+                })
+            })
+            .collect();
+        assert_eq!(line["instances"], json!(want), "{service}");
+    }
+}

@@ -7,7 +7,7 @@
 //! | `sim` | [`sim`]: the simulator in the foreground |
 //! | `watch` | [`watch`]: every handler notification of an informer |
 //! | `get` | [`get`]: a listing from a synced informer |
-//! | `instances` | [`instances`]: a service's endpoints, deduplicated, as discovery snapshots |
+//! | `instances` | [`instances`]: a service's endpoints, as the library's discovery snapshots |
 //!
 //! Shared parts: [`args`] (command line), [`connect`] (where the cluster is), [`resolve`]
 //! (resource names through the server's discovery documents), [`output`] (tables and JSON lines),
