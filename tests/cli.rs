@@ -811,3 +811,67 @@ async fn instances_prints_what_the_library_discovery_computes() {
         assert_eq!(line["instances"], json!(want), "{service}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_for_kwatch_and_each_subcommand() {
+    let r = kwatch(&["--help"]).await;
+    assert_eq!(r.code(), 0);
+    for sub in ["demo", "sim", "watch", "get", "instances"] {
+        assert!(
+            r.stdout.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub} not listed: {}",
+            r.stdout
+        );
+    }
+    for (args, usage, option) in [
+        (
+            &["watch", "--help"][..],
+            "Usage: kwatch watch",
+            "--max-events",
+        ),
+        (&["demo", "--help"], "Usage: kwatch demo", "--duration"),
+        (&["sim", "-h"], "Usage: kwatch sim", "--listen"),
+        (&["get", "pods", "--help"], "Usage: kwatch get", "jsonl"),
+        (
+            &["--help", "instances"],
+            "Usage: kwatch instances",
+            "--port",
+        ),
+        (
+            &["help", "instances"],
+            "Usage: kwatch instances",
+            "-w, --watch",
+        ),
+        (
+            &["-n", "x", "instances", "--help"],
+            "Usage: kwatch instances",
+            "--port",
+        ),
+    ] {
+        let r = kwatch(args).await;
+        assert_eq!(r.code(), 0, "{args:?}: {}", r.stderr);
+        assert!(r.stdout.contains(usage), "{args:?}: {}", r.stdout);
+        assert!(r.stdout.contains(option), "{args:?}: {}", r.stdout);
+        assert!(r.stdout.contains("kwatch --help"), "{args:?}: {}", r.stdout);
+        assert!(r.stderr.is_empty(), "{args:?}: {}", r.stderr);
+    }
+    let r = kwatch(&["frobnicate", "--help"]).await;
+    assert_eq!(r.code(), 2, "{}", r.stderr);
+
+    // A usage error is one line pointing at the right help.
+    for (args, hint) in [
+        (&["watch"][..], "kwatch watch --help"),
+        (&["watch", "pods", "-o", "yaml"], "kwatch watch --help"),
+        (&["get", "pods", "--until-synced"], "kwatch get --help"),
+        (&["get", "pods", "--no-such-option"], "kwatch get --help"),
+        (&["instances"], "kwatch instances --help"),
+        (&["demo", "--duration", "soon"], "kwatch demo --help"),
+        (&["frobnicate"], "kwatch --help"),
+        (&[], "kwatch --help"),
+    ] {
+        let r = kwatch(args).await;
+        assert_eq!(r.code(), 2, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(hint), "{args:?}: {}", r.stderr);
+    }
+}
