@@ -184,6 +184,22 @@ async fn watch_jsonl_prints_synced_then_exactly_max_events() {
         .unwrap();
     let stats: Value =
         serde_json::from_str(stderr.trim()).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    // The keys, in its order, and no others.
+    let keys = [
+        "sync_seconds",
+        "watch_events",
+        "watch_seconds",
+        "events_per_sec",
+        "notifications",
+        "objects",
+        "peak_rss_kib",
+    ];
+    assert_eq!(stats.as_object().unwrap().len(), keys.len(), "{stderr}");
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| stderr.find(&format!("\"{k}\":")).unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{stderr}");
     assert_eq!(stats["watch_events"], 3);
     assert_eq!(stats["notifications"], 6);
     assert_eq!(stats["objects"], 3);
@@ -482,6 +498,7 @@ async fn no_configuration_is_one_clear_error() {
     assert_eq!(r.code(), 1, "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("kwatch demo"), "{}", r.stderr);
+    assert!(r.stderr.contains("in-cluster"), "{}", r.stderr);
     assert!(
         r.stderr
             .contains(&kube.join("config").display().to_string()),
@@ -874,4 +891,48 @@ async fn help_for_kwatch_and_each_subcommand() {
         assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains(hint), "{args:?}: {}", r.stderr);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_ctrl_c_ends_with_the_summary() {
+    // Without a terminal and without --duration the demo would run 10 s: interrupt it first.
+    let mut child = command(&["demo", "--services", "3", "--pods", "4"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    timeout(LIMIT, async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("a periodic line");
+            if line.starts_with("[  1s]") {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = Vec::new();
+    timeout(LIMIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            rest.push(line);
+        }
+    })
+    .await
+    .expect("the demo ends after Ctrl-C");
+    let status = timeout(LIMIT, child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l == "summary (interrupted)"),
+        "{rest:?}"
+    );
+    assert_eq!(
+        rest.last().map(String::as_str),
+        Some("divergences: 0"),
+        "{rest:?}"
+    );
 }
