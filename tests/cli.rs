@@ -184,6 +184,22 @@ async fn watch_jsonl_prints_synced_then_exactly_max_events() {
         .unwrap();
     let stats: Value =
         serde_json::from_str(stderr.trim()).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    // The keys, in its order, and no others.
+    let keys = [
+        "sync_seconds",
+        "watch_events",
+        "watch_seconds",
+        "events_per_sec",
+        "notifications",
+        "objects",
+        "peak_rss_kib",
+    ];
+    assert_eq!(stats.as_object().unwrap().len(), keys.len(), "{stderr}");
+    let at: Vec<usize> = keys
+        .iter()
+        .map(|k| stderr.find(&format!("\"{k}\":")).unwrap())
+        .collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "{stderr}");
     assert_eq!(stats["watch_events"], 3);
     assert_eq!(stats["notifications"], 6);
     assert_eq!(stats["objects"], 3);
@@ -422,29 +438,48 @@ async fn instances_snapshot_and_watch() {
     .spawn()
     .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first: Value = serde_json::from_str(
-        &timeout(LIMIT, lines.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap(),
+    let mut next = async || -> Value {
+        let line = timeout(LIMIT, lines.next_line()).await.unwrap().unwrap();
+        serde_json::from_str(&line.expect("a snapshot line")).unwrap()
+    };
+    let first = next().await;
+    // One write to one of svc-0's slices (an endpoint's readiness flips) is one new revision:
+    // discovery publishes it alone, so the subscription cannot skip over it.
+    let slices = sim
+        .list("endpointslices.discovery.k8s.io", Some("default"))
+        .unwrap();
+    let slice = slices["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["metadata"]["labels"]["kubernetes.io/service-name"] == "svc-0"
+                && s["endpoints"].as_array().is_some_and(|e| !e.is_empty())
+        })
+        .expect("a slice of svc-0 with endpoints");
+    let mut endpoints = slice["endpoints"].clone();
+    let ready = endpoints[0]["conditions"]["ready"]
+        .as_bool()
+        .unwrap_or(true);
+    endpoints[0]["conditions"]["ready"] = json!(!ready);
+    sim.patch(
+        "endpointslices.discovery.k8s.io",
+        Some("default"),
+        slice["metadata"]["name"].as_str().unwrap(),
+        &json!({"endpoints": endpoints}),
     )
     .unwrap();
-    let running = churn.run(50.0);
-    let second: Value = serde_json::from_str(
-        &timeout(LIMIT, lines.next_line())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap(),
-    )
-    .unwrap();
-    running.stop().await.unwrap();
+    let second = next().await;
     assert_eq!(
         second["revision"].as_u64().unwrap(),
         first["revision"].as_u64().unwrap() + 1
     );
     assert_ne!(first["instances"], second["instances"]);
+    // Under churn, newer revisions keep coming (a slow reader may skip some: latest wins).
+    let running = churn.run(50.0);
+    let third = next().await;
+    running.stop().await.unwrap();
+    assert!(third["revision"].as_u64().unwrap() > second["revision"].as_u64().unwrap());
     child.kill().await.unwrap();
 }
 
@@ -482,6 +517,7 @@ async fn no_configuration_is_one_clear_error() {
     assert_eq!(r.code(), 1, "{}", r.stderr);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains("kwatch demo"), "{}", r.stderr);
+    assert!(r.stderr.contains("in-cluster"), "{}", r.stderr);
     assert!(
         r.stderr
             .contains(&kube.join("config").display().to_string()),
@@ -601,4 +637,321 @@ async fn demo_ends_by_itself_with_zero_divergences() {
         r.stdout
     );
     assert_eq!(lines.last(), Some(&"divergences: 0"), "{}", r.stdout);
+}
+
+/// A Service with the given ports (`(name, port, targetPort)`) and one EndpointSlice per entry of
+/// `slices`: `(slice name, ports (name, number), endpoints (address, ready))`.
+#[allow(clippy::type_complexity)]
+fn service_with_slices(
+    sim: &Simulator,
+    name: &str,
+    ports: &[(Option<&str>, u16, u16)],
+    slices: &[(&str, &[(Option<&str>, u16)], &[(&str, bool)])],
+) {
+    let ports: Vec<Value> = ports
+        .iter()
+        .map(|(n, port, target)| {
+            let mut p = json!({"port": port, "targetPort": target, "protocol": "TCP"});
+            if let Some(n) = n {
+                p["name"] = json!(n);
+            }
+            p
+        })
+        .collect();
+    sim.create(
+        "services",
+        Some("default"),
+        json!({"metadata": {"name": name}, "spec": {"ports": ports}}),
+    )
+    .unwrap();
+    for (slice, slice_ports, endpoints) in slices {
+        let slice_ports: Vec<Value> = slice_ports
+            .iter()
+            .map(|(n, port)| {
+                let mut p = json!({"port": port, "protocol": "TCP"});
+                if let Some(n) = n {
+                    p["name"] = json!(n);
+                }
+                p
+            })
+            .collect();
+        let endpoints: Vec<Value> = endpoints
+            .iter()
+            .enumerate()
+            .map(|(i, (address, ready))| {
+                json!({
+                    "addresses": [address],
+                    "conditions": {"ready": ready, "serving": ready, "terminating": false},
+                    "nodeName": format!("node-{i}"),
+                    "zone": "zone-a",
+                    "targetRef": {"kind": "Pod", "namespace": "default", "name": format!("{name}-pod-{address}")},
+                })
+            })
+            .collect();
+        sim.create(
+            "endpointslices.discovery.k8s.io",
+            Some("default"),
+            json!({
+                "metadata": {"name": slice, "labels": {"kubernetes.io/service-name": name}},
+                "addressType": "IPv4",
+                "ports": slice_ports,
+                "endpoints": endpoints,
+            }),
+        )
+        .unwrap();
+    }
+}
+
+/// (address, port, ready) of each instance of a `kwatch instances -o jsonl` line.
+fn endpoints_of(line: &Value) -> Vec<(String, u64, bool)> {
+    line["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (
+                i["address"].as_str().unwrap().to_owned(),
+                i["port"].as_u64().unwrap(),
+                i["ready"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_without_port_one_port_or_every_port_once() {
+    let sim = Simulator::start().await.unwrap();
+    // One unnamed port.
+    service_with_slices(
+        &sim,
+        "single",
+        &[(None, 80, 8080)],
+        &[(
+            "single-a",
+            &[(None, 8080)],
+            &[("10.0.0.2", false), ("10.0.0.1", true)],
+        )],
+    );
+    // Two named ports; 10.0.1.1 sits in two slices (moving between them): listed once per port.
+    service_with_slices(
+        &sim,
+        "multi",
+        &[(Some("http"), 80, 8080), (Some("admin"), 9090, 9090)],
+        &[
+            (
+                "multi-a",
+                &[(Some("http"), 8080), (Some("admin"), 9090)],
+                &[("10.0.1.1", true), ("10.0.1.2", false)],
+            ),
+            (
+                "multi-b",
+                &[(Some("http"), 8080), (Some("admin"), 9090)],
+                &[("10.0.1.1", true)],
+            ),
+        ],
+    );
+    let jsonl = |args: &'static [&'static str]| {
+        let url = sim.url().to_owned();
+        async move {
+            let mut all = vec!["--server", url.as_str(), "instances", "-o", "jsonl"];
+            all.extend_from_slice(args);
+            let r = kwatch(&all).await;
+            assert_eq!(r.code(), 0, "{args:?}: {}", r.stderr);
+            let lines = r.json_lines();
+            assert_eq!(lines.len(), 1, "{args:?}: {}", r.stdout);
+            lines[0].clone()
+        }
+    };
+
+    let single = jsonl(&["single"]).await;
+    assert_eq!(single["state"], "Ready");
+    assert_eq!(
+        endpoints_of(&single),
+        [
+            ("10.0.0.1".into(), 8080, true),
+            ("10.0.0.2".into(), 8080, false)
+        ]
+    );
+    assert_eq!(single["instances"][0]["pod"], "default/single-pod-10.0.0.1");
+
+    let multi = jsonl(&["multi"]).await;
+    assert_eq!(multi["state"], "Ready");
+    assert_eq!(
+        endpoints_of(&multi),
+        [
+            ("10.0.1.1".into(), 8080, true),
+            ("10.0.1.1".into(), 9090, true),
+            ("10.0.1.2".into(), 8080, false),
+            ("10.0.1.2".into(), 9090, false),
+        ]
+    );
+    let admin = jsonl(&["multi", "--port", "admin"]).await;
+    assert_eq!(
+        endpoints_of(&admin),
+        [
+            ("10.0.1.1".into(), 9090, true),
+            ("10.0.1.2".into(), 9090, false)
+        ]
+    );
+    let nope = jsonl(&["default/multi", "--port", "nope"]).await;
+    assert_eq!(nope["state"], "NoEndpoints");
+    assert_eq!(nope["instances"], json!([]));
+    let absent = jsonl(&["absent", "--port", "http"]).await;
+    assert_eq!(absent["state"], "ServiceAbsent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_prints_what_the_library_discovery_computes() {
+    use informer::discovery::{Discovery, DiscoveryOptions};
+    use informer::{Client, Config};
+
+    let sim = Simulator::start().await.unwrap();
+    let mut churn = Churn::new(
+        sim.api(),
+        ChurnConfig {
+            services: 2,
+            pods_per_service: 6,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for _ in 0..40 {
+        churn.step().unwrap();
+    }
+    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    let discovery = Discovery::new(
+        client,
+        DiscoveryOptions {
+            include_not_ready: true,
+            ..Default::default()
+        },
+    );
+    assert!(discovery.wait_for_sync("default", LIMIT).await);
+    for service in ["svc-0", "svc-1"] {
+        let snapshot = discovery.instances("default", service, "http");
+        let r = kwatch(&["--server", sim.url(), "instances", service, "-o", "jsonl"]).await;
+        assert_eq!(r.code(), 0, "{}", r.stderr);
+        let line = &r.json_lines()[0];
+        assert_eq!(line["state"], json!(snapshot.state), "{service}");
+        let want: Vec<Value> = snapshot
+            .instances
+            .iter()
+            .map(|i| {
+                json!({
+                    "address": i.address.to_string(), "port": i.port, "ready": i.ready,
+                    "serving": i.serving, "terminating": i.terminating, "zone": i.zone,
+                    "node": i.node, "pod": i.pod,
+                })
+            })
+            .collect();
+        assert_eq!(line["instances"], json!(want), "{service}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_for_kwatch_and_each_subcommand() {
+    let r = kwatch(&["--help"]).await;
+    assert_eq!(r.code(), 0);
+    for sub in ["demo", "sim", "watch", "get", "instances"] {
+        assert!(
+            r.stdout.lines().any(|l| l.trim_start().starts_with(sub)),
+            "{sub} not listed: {}",
+            r.stdout
+        );
+    }
+    for (args, usage, option) in [
+        (
+            &["watch", "--help"][..],
+            "Usage: kwatch watch",
+            "--max-events",
+        ),
+        (&["demo", "--help"], "Usage: kwatch demo", "--duration"),
+        (&["sim", "-h"], "Usage: kwatch sim", "--listen"),
+        (&["get", "pods", "--help"], "Usage: kwatch get", "jsonl"),
+        (
+            &["--help", "instances"],
+            "Usage: kwatch instances",
+            "--port",
+        ),
+        (
+            &["help", "instances"],
+            "Usage: kwatch instances",
+            "-w, --watch",
+        ),
+        (
+            &["-n", "x", "instances", "--help"],
+            "Usage: kwatch instances",
+            "--port",
+        ),
+    ] {
+        let r = kwatch(args).await;
+        assert_eq!(r.code(), 0, "{args:?}: {}", r.stderr);
+        assert!(r.stdout.contains(usage), "{args:?}: {}", r.stdout);
+        assert!(r.stdout.contains(option), "{args:?}: {}", r.stdout);
+        assert!(r.stdout.contains("kwatch --help"), "{args:?}: {}", r.stdout);
+        assert!(r.stderr.is_empty(), "{args:?}: {}", r.stderr);
+    }
+    let r = kwatch(&["frobnicate", "--help"]).await;
+    assert_eq!(r.code(), 2, "{}", r.stderr);
+
+    // A usage error is one line pointing at the right help.
+    for (args, hint) in [
+        (&["watch"][..], "kwatch watch --help"),
+        (&["watch", "pods", "-o", "yaml"], "kwatch watch --help"),
+        (&["get", "pods", "--until-synced"], "kwatch get --help"),
+        (&["get", "pods", "--no-such-option"], "kwatch get --help"),
+        (&["instances"], "kwatch instances --help"),
+        (&["demo", "--duration", "soon"], "kwatch demo --help"),
+        (&["frobnicate"], "kwatch --help"),
+        (&[], "kwatch --help"),
+    ] {
+        let r = kwatch(args).await;
+        assert_eq!(r.code(), 2, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(hint), "{args:?}: {}", r.stderr);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_ctrl_c_ends_with_the_summary() {
+    // Without a terminal and without --duration the demo would run 10 s: interrupt it first.
+    let mut child = command(&["demo", "--services", "3", "--pods", "4"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap().to_string();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    timeout(LIMIT, async {
+        loop {
+            let line = lines.next_line().await.unwrap().expect("a periodic line");
+            if line.starts_with("[  1s]") {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = Vec::new();
+    timeout(LIMIT, async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            rest.push(line);
+        }
+    })
+    .await
+    .expect("the demo ends after Ctrl-C");
+    let status = timeout(LIMIT, child.wait()).await.unwrap().unwrap();
+    assert!(status.success(), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l == "summary (interrupted)"),
+        "{rest:?}"
+    );
+    assert_eq!(
+        rest.last().map(String::as_str),
+        Some("divergences: 0"),
+        "{rest:?}"
+    );
 }

@@ -17,18 +17,18 @@ use super::{CliError, CliResult};
 pub const HELP: &str = "\
 kwatch: watch Kubernetes objects through an informer (list once, watch, read from memory)
 
-Usage:
-  kwatch demo [--services N] [--pods N] [--duration S] [--rate R]
-  kwatch sim [--listen ADDR] [--tls] [--token T] [--churn]
-  kwatch watch RESOURCE [-l SELECTOR] [--field-selector S] [-o table|jsonl|none]
-               [--until-synced] [--max-events N] [--stats]
-  kwatch get RESOURCE [NAME] [-l SELECTOR] [--field-selector S] [-o table|json|jsonl]
-  kwatch instances SERVICE [--port NAME] [-w] [-o table|jsonl]
+Usage: kwatch [GLOBAL OPTIONS] SUBCOMMAND [OPTIONS]   (options before or after the subcommand)
 
-RESOURCE is a plural (pods), a short name (po), a kind (Pod), plural.group
-(endpointslices.discovery.k8s.io) or group/version/resource (example.com/v1/widgets).
+Subcommands:
+  demo        the simulator with churn and faults, informers and discovery on it, a live view
+  sim         the embedded apiserver simulator in the foreground
+  watch       run an informer and print each notification (SYNCED once the list is in)
+  get         list objects from a synced informer
+  instances   a Service's endpoints, as the library's discovery sees them
 
-Global options (before or after the subcommand):
+`kwatch SUBCOMMAND --help` (or `kwatch help SUBCOMMAND`) shows a subcommand's options.
+
+Global options:
   --server URL                  the apiserver (overrides any kubeconfig)
   --kubeconfig PATH             the kubeconfig file (default $KUBECONFIG, then ~/.kube/config)
   --context NAME                the kubeconfig context
@@ -45,6 +45,137 @@ Try `kwatch demo`, or `kwatch sim` and point kwatch (or kubectl) at the URL it p
 
 Exit status: 0 success, 1 runtime error, 2 usage error.
 ";
+
+const GLOBAL_NOTE: &str = "\
+Global options (--server, --kubeconfig, --context, --token, --certificate-authority,
+--insecure-skip-tls-verify, -n, -A) go before or after the subcommand: see `kwatch --help`.
+Exit status: 0 success, 1 runtime error, 2 usage error.
+";
+
+const DEMO_HELP: &str = "\
+kwatch demo: what the library does, in seconds, with no cluster
+
+Usage: kwatch demo [--services N] [--pods N] [--duration S] [--rate R]
+
+Starts the embedded simulator with a churning workload (rolling updates, scaling, readiness
+flips), mirrors its Services, EndpointSlices and Pods with informers, runs the library's discovery
+on them and injects a fault every 2 s. Shows a live view about once a second on a terminal (plain
+lines otherwise), and at the end (Ctrl-C or --duration) a summary whose last line is
+`divergences: N` (stores compared with the simulator; exit status 1 unless N is 0).
+
+Options:
+  --services N    services in the workload (default 8)
+  --pods N        pods per service (default 10)
+  --duration S    stop after S: 10, 10s, 500ms, 2m (default: Ctrl-C on a terminal, else 10 s)
+  --rate R        churn steps per second (default 100)
+  -h, --help      this help
+
+Needs no cluster: the global options are not used.
+";
+
+const SIM_HELP: &str = "\
+kwatch sim: the embedded apiserver simulator in the foreground, until Ctrl-C
+
+Usage: kwatch sim [--listen ADDR] [--tls] [--token T] [--churn]
+
+The first stdout line is `listening on URL`; the next names a kubeconfig written for it (and with
+--tls, a third names the CA file), so kubectl or any client can be pointed at it.
+
+Options:
+  --listen ADDR   address to listen on (default 127.0.0.1:0, a free port)
+  --tls           serve HTTPS with a generated CA
+  --token T       require this bearer token
+  --churn         run the demo's workload on it (3 services x 5 pods, 20 steps/s)
+  -h, --help      this help
+";
+
+const WATCH_HELP: &str = "\
+kwatch watch: run an informer and print each handler notification
+
+Usage: kwatch watch RESOURCE [-l SELECTOR] [--field-selector S] [-o table|jsonl|none]
+                   [--until-synced] [--max-events N] [--stats]
+
+RESOURCE is a plural (pods), a short name (po), a kind (Pod), plural.group
+(endpointslices.discovery.k8s.io) or group/version/resource (example.com/v1/widgets).
+
+-o jsonl prints one JSON object per notification,
+  {\"type\":\"ADDED\"|\"MODIFIED\"|\"DELETED\",\"key\":\"ns/name\",\"resourceVersion\":\"...\",\"object\":{...}}
+and once the initial list is applied {\"type\":\"SYNCED\",\"objects\":N,\"resourceVersion\":\"...\"}.
+
+Options:
+  -l, --selector SELECTOR    label selector, sent to the server
+  --field-selector S         field selector, sent to the server
+  -o, --output FORMAT        table (default), jsonl, or none (print nothing, for measuring)
+  --until-synced             exit after the SYNCED line
+  --max-events N             exit after N watch events received after the sync have been applied
+                             to the store (and printed)
+  --stats                    at exit, one JSON line on stderr: sync_seconds, watch_events,
+                             watch_seconds, events_per_sec, notifications, objects, peak_rss_kib
+  -h, --help                 this help
+";
+
+const GET_HELP: &str = "\
+kwatch get: list objects from a synced informer (never a plain LIST)
+
+Usage: kwatch get RESOURCE [NAME] [-l SELECTOR] [--field-selector S] [-o table|json|jsonl]
+
+RESOURCE as for `kwatch watch`. With NAME only that object is watched; a missing one is an error
+(exit status 1).
+
+Options:
+  -l, --selector SELECTOR    label selector, sent to the server
+  --field-selector S         field selector, sent to the server
+  -o, --output FORMAT        table (default, like kubectl), json (a List, or the object with
+                             NAME), or jsonl (one object per line)
+  -h, --help                 this help
+";
+
+const INSTANCES_HELP: &str = "\
+kwatch instances: a Service's endpoints, as the library's discovery (informer::discovery) sees them
+
+Usage: kwatch instances SERVICE [--port NAME] [-w] [-o table|jsonl]
+
+SERVICE is NAME (in -n's namespace, else the context's) or NAMESPACE/NAME. Every unique endpoint
+is listed once with its conditions, not-ready ones included; the state is discovery's: NotSynced,
+ServiceAbsent, NoEndpoints (nothing usable) or Ready (something usable).
+
+Which port: --port NAME shows that Service port (--port \"\" the unnamed one). Without --port, a
+Service with one port shows that port, named or not; a Service with several ports shows all of
+them, each endpoint once per target port number; the revision is then the newest of the ports'.
+
+-o jsonl prints one line per snapshot:
+  {\"service\":\"ns/name\",\"revision\":N,\"state\":\"Ready\",\"instances\":[{\"address\":\"10.0.0.1\",
+   \"port\":8080,\"ready\":true,\"serving\":true,\"terminating\":false,\"zone\":...,\"node\":...,
+   \"pod\":\"ns/name\"}]}
+
+Options:
+  --port NAME             the Service port name
+  -w, --watch             keep running: print each new snapshot (discovery's subscription)
+  -o, --output FORMAT     table (default) or jsonl
+  -h, --help              this help
+";
+
+/// The subcommands, with their help.
+const SUBCOMMANDS: &[(&str, &str)] = &[
+    ("demo", DEMO_HELP),
+    ("sim", SIM_HELP),
+    ("watch", WATCH_HELP),
+    ("get", GET_HELP),
+    ("instances", INSTANCES_HELP),
+];
+
+/// The help of a subcommand (ending with the note on global options), or `None` for an unknown
+/// name.
+pub fn subcommand_help(name: &str) -> Option<String> {
+    let (_, help) = SUBCOMMANDS.iter().find(|(n, _)| *n == name)?;
+    Some(format!("{help}\n{GLOBAL_NOTE}"))
+}
+
+fn unknown_subcommand(name: &str) -> CliError {
+    CliError::Usage(format!(
+        "unknown subcommand {name:?}: use demo, sim, watch, get or instances"
+    ))
+}
 
 /// Options that apply to every subcommand that talks to a cluster.
 #[derive(Clone, Debug, Default)]
@@ -140,7 +271,8 @@ pub enum Command {
     Watch(WatchArgs),
     Get(GetArgs),
     Instances(InstancesArgs),
-    Help,
+    /// Print this text (the general help or a subcommand's).
+    Help(String),
     Version,
 }
 
@@ -212,7 +344,17 @@ const FLAGS: &[&str] = &[
 
 /// Parses the arguments (without the program name).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> CliResult<Invocation> {
-    let lexed = lex(args).map_err(|e| CliError::Usage(e.to_string()))?;
+    let args: Vec<OsString> = args.into_iter().collect();
+    let lexed = lex(args.clone()).map_err(|e| {
+        // An unknown option: point at the help of the subcommand it was given to, if any.
+        let sub = args
+            .iter()
+            .find_map(|a| SUBCOMMANDS.iter().find(|(n, _)| a.to_str() == Some(n)));
+        match sub {
+            Some((name, _)) => CliError::SubcommandUsage(name, e.to_string()),
+            None => CliError::Usage(e.to_string()),
+        }
+    })?;
     build(lexed)
 }
 
@@ -252,10 +394,19 @@ fn lex(args: impl IntoIterator<Item = OsString>) -> Result<Lexed, lexopt::Error>
 }
 
 fn build(mut l: Lexed) -> CliResult<Invocation> {
+    // `kwatch help [SUBCOMMAND]` is `kwatch [SUBCOMMAND] --help`.
+    if l.positionals.first().is_some_and(|p| p == "help") {
+        l.positionals.remove(0);
+        l.help = true;
+    }
     if l.help {
+        let text = match l.positionals.first() {
+            None => HELP.to_owned(),
+            Some(sub) => subcommand_help(sub).ok_or_else(|| unknown_subcommand(sub))?,
+        };
         return Ok(Invocation {
             global: l.global,
-            command: Command::Help,
+            command: Command::Help(text),
         });
     }
     if l.version {
@@ -270,13 +421,25 @@ fn build(mut l: Lexed) -> CliResult<Invocation> {
         ));
     }
     let sub = l.positionals.remove(0);
+    let Some(&(sub, _)) = SUBCOMMANDS.iter().find(|(n, _)| *n == sub) else {
+        return Err(unknown_subcommand(&sub));
+    };
+    // From here on a usage error points at the subcommand's help.
+    let in_sub = |e: CliError| match e {
+        CliError::Usage(m) => CliError::SubcommandUsage(sub, m),
+        other => other,
+    };
+    build_subcommand(sub, l).map_err(in_sub)
+}
+
+fn build_subcommand(sub: &str, mut l: Lexed) -> CliResult<Invocation> {
     let output_of = |l: &mut Lexed, default: Format, allowed: &[Format]| -> CliResult<Format> {
         match l.value(&["-o", "--output"]) {
             Some(v) => Format::parse(&v, allowed),
             None => Ok(default),
         }
     };
-    let command = match sub.as_str() {
+    let command = match sub {
         "demo" => {
             let duration = match l.value(&["--duration"]) {
                 Some(v) => Some(parse_duration(&v)?),
@@ -342,11 +505,7 @@ fn build(mut l: Lexed) -> CliResult<Invocation> {
             watch: l.flag(&["-w", "--watch"]),
             output: output_of(&mut l, Format::Table, &[Format::Table, Format::Jsonl])?,
         }),
-        other => {
-            return Err(CliError::Usage(format!(
-                "unknown subcommand {other:?}: use demo, sim, watch, get or instances"
-            )));
-        }
+        other => return Err(unknown_subcommand(other)),
     };
     if let Some(extra) = l.positionals.first() {
         return Err(CliError::Usage(format!(
@@ -414,18 +573,38 @@ mod tests {
 
     #[test]
     fn options_of_another_subcommand_are_usage_errors() {
-        assert!(matches!(
-            parse_str("get pods --until-synced"),
-            Err(CliError::Usage(_))
-        ));
-        assert!(matches!(parse_str("watch"), Err(CliError::Usage(_))));
+        // Errors within a subcommand point at its help; the others at kwatch's.
+        let in_sub = |line: &str, sub: &str| matches!(parse_str(line), Err(CliError::SubcommandUsage(s, _)) if s == sub);
+        assert!(in_sub("get pods --until-synced", "get"));
+        assert!(in_sub("watch", "watch"));
         assert!(matches!(parse_str("frobnicate"), Err(CliError::Usage(_))));
+        assert!(in_sub("watch pods -o json", "watch"));
+        assert!(in_sub("watch pods --bogus", "watch"));
+        assert!(matches!(parse_str("--bogus"), Err(CliError::Usage(_))));
+    }
+
+    #[test]
+    fn help_general_and_per_subcommand() {
+        let help = |line: &str| match parse_str(line) {
+            Ok(Invocation {
+                command: Command::Help(text),
+                ..
+            }) => text,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(help("--help"), HELP);
+        assert_eq!(help("-n x -h"), HELP);
+        assert_eq!(help("help"), HELP);
+        for (sub, _) in SUBCOMMANDS {
+            let text = help(&format!("{sub} --help"));
+            assert!(text.starts_with(&format!("kwatch {sub}: ")), "{text}");
+            assert!(text.contains(&format!("Usage: kwatch {sub}")), "{text}");
+            assert_eq!(help(&format!("help {sub}")), text);
+            assert_eq!(help(&format!("--help {sub}")), text);
+            assert!(HELP.contains(&format!("\n  {sub} ")), "{sub} not listed");
+        }
         assert!(matches!(
-            parse_str("watch pods -o json"),
-            Err(CliError::Usage(_))
-        ));
-        assert!(matches!(
-            parse_str("watch pods --bogus"),
+            parse_str("frobnicate --help"),
             Err(CliError::Usage(_))
         ));
     }

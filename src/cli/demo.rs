@@ -1,25 +1,28 @@
 //! `kwatch demo`: what the library does, in seconds, with no cluster.
 //!
 //! It starts the embedded simulator with a churning workload (rolling updates, scaling, readiness
-//! flips), mirrors its Services, EndpointSlices and Pods with three informers, serves discovery
-//! lookups from the informers' stores, injects a fault every two seconds (dropped watches, 410s,
-//! 429s, history compaction, 503s), and shows all of it about once a second: a live view on a
-//! terminal, one plain line per second otherwise. At the end (Ctrl-C, or `--duration`, 10 s by
+//! flips), mirrors its Services, EndpointSlices and Pods with three shared informers, runs the
+//! library's [`Discovery`] on those same informers (the services' instances, states and revisions
+//! shown are its snapshots, read exactly as `kwatch instances` reads them), times discovery
+//! lookups on a reader thread, injects a fault every two seconds (dropped watches, 410s, 429s,
+//! history compaction, 503s), and shows all of it about once a second: a live view on a terminal,
+//! one plain line per second otherwise. At the end (Ctrl-C, or `--duration`, 10 s by
 //! default when stdout is not a terminal) it stops the churn, lets the informers converge and
 //! compares every store with the simulator's state: the summary ends with `divergences: N`, and
 //! the exit status is 1 unless N is 0.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use informer::informer::InformerMetrics;
+use informer::discovery::{Discovery, DiscoveryMetrics, DiscoveryOptions, WatchScope};
+use informer::informer::{InformerFactory, InformerMetrics};
 use informer::reflector::{BackoffOptions, ReflectorOptions};
 use informer::sim::Simulator;
 use informer::sim::churn::{Churn, ChurnConfig};
-use informer::{Api, Client, Config, EndpointSlice, HandlerFns, Informer, Object, Pod, Service};
+use informer::{Client, Config, EndpointSlice, Informer, Object, Pod, Service};
 
 use super::args::DemoArgs;
 use super::instances;
@@ -34,7 +37,6 @@ const FAULT_PERIOD: Duration = Duration::from_secs(2);
 /// How long the informers get to converge once the churn stops.
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(20);
 const NAMESPACE: &str = "default";
-const SERVICE_INDEX: &str = "service";
 
 /// The faults the demo injects, in turn.
 const FAULTS: &[&str] = &[
@@ -66,13 +68,14 @@ fn inject(sim: &Simulator, which: usize) -> &'static str {
     FAULTS[which % FAULTS.len()]
 }
 
-/// The three informers that mirror the simulator.
+/// The three informers that mirror the simulator, and discovery on them.
 struct Mirror {
     services: Informer<Service>,
     slices: Informer<EndpointSlice>,
     pods: Informer<Pod>,
-    /// Endpoint changes seen per service (`namespace/name`): the view's REVISION column.
-    revisions: Arc<Mutex<HashMap<String, u64>>>,
+    /// Cluster-wide, on the same factory: its Service and EndpointSlice informers are the two
+    /// above, so the demo watches each resource once.
+    discovery: Discovery,
 }
 
 impl Mirror {
@@ -88,42 +91,51 @@ impl Mirror {
             min_watch_timeout: Duration::from_secs(60),
             ..Default::default()
         };
-        let services = Informer::new(Api::<Service>::all(client.clone()), options.clone());
-        let slices = Informer::new(Api::<EndpointSlice>::all(client.clone()), options.clone());
-        let pods = Informer::new(Api::<Pod>::all(client), options);
-        slices
-            .store()
-            .add_index(SERVICE_INDEX, Arc::new(instances::service_index))
-            .expect("a fresh store has no index of that name");
-        let revisions: Arc<Mutex<HashMap<String, u64>>> = Arc::default();
-        let bump = |revisions: &Arc<Mutex<HashMap<String, u64>>>| {
-            let revisions = revisions.clone();
-            move |slice: &EndpointSlice| {
-                for key in instances::service_index(slice) {
-                    *revisions.lock().unwrap().entry(key).or_default() += 1;
-                }
-            }
-        };
-        let (on_add, on_update, on_delete) = (bump(&revisions), bump(&revisions), bump(&revisions));
-        slices.add_handler(
-            HandlerFns::new()
-                .on_add(move |s: &Arc<EndpointSlice>, _| on_add(s))
-                .on_update(move |_, s| on_update(s))
-                .on_delete(move |d| on_delete(d.object())),
+        let factory = Arc::new(InformerFactory::with_options(client.clone(), options));
+        let services = factory.informer::<Service>(None);
+        let slices = factory.informer::<EndpointSlice>(None);
+        let pods = factory.informer::<Pod>(None);
+        let discovery = Discovery::with_factory(
+            client,
+            factory.clone(),
+            DiscoveryOptions {
+                scope: WatchScope::ClusterWide,
+                ..instances::discovery_options()
+            },
         );
-        services.start();
-        slices.start();
-        pods.start();
+        // Discovery's handlers go on the informers before they list.
+        discovery.has_synced(NAMESPACE);
+        factory.start();
         Mirror {
             services,
             slices,
             pods,
-            revisions,
+            discovery,
         }
     }
 
+    /// Every Service's view, as `kwatch instances` shows it, sorted (svc-2 before svc-10).
+    fn views(&self) -> Vec<instances::View> {
+        let mut services: Vec<Arc<Service>> = self.services.store().list();
+        services.sort_by_key(|s| {
+            let m = s.meta();
+            (m.namespace.clone(), m.name.len(), m.name.clone())
+        });
+        services
+            .iter()
+            .map(|s| {
+                let m = s.meta();
+                let ports = instances::port_names(Some(s), None);
+                instances::lookup(&self.discovery, &m.namespace, &m.name, &ports)
+            })
+            .collect()
+    }
+
     fn has_synced(&self) -> bool {
-        self.services.has_synced() && self.slices.has_synced() && self.pods.has_synced()
+        self.services.has_synced()
+            && self.slices.has_synced()
+            && self.pods.has_synced()
+            && self.discovery.has_synced(NAMESPACE)
     }
 
     fn metrics(&self) -> [InformerMetrics; 3] {
@@ -132,6 +144,13 @@ impl Mirror {
             self.slices.metrics(),
             self.pods.metrics(),
         ]
+    }
+
+    /// No handler has a notification waiting.
+    fn handlers_idle(&self) -> bool {
+        self.metrics()
+            .iter()
+            .all(|m| m.handlers.iter().all(|(_, h)| h.depth == 0))
     }
 
     fn stop(&self) {
@@ -166,34 +185,44 @@ struct Lookups {
     instances: Histogram,
 }
 
-/// Reads the stores in a loop, the way a proxy or a load balancer would on each request: one
-/// `Store::get` of a Service and one discovery lookup (its slices by index, deduplicated).
+/// Reads the caches in a loop, the way a proxy or a load balancer would on each request: one
+/// `Store::get` of a Service and one `Discovery::instances` of its port.
 fn spawn_reader(
     mirror: &Mirror,
-    services: usize,
     stop: Arc<AtomicBool>,
     into: Arc<Mutex<Lookups>>,
 ) -> std::thread::JoinHandle<()> {
     let service_store = mirror.services.store().clone();
-    let slice_store = mirror.slices.store().clone();
-    let names: Vec<(String, String)> = (0..services.max(1))
-        .map(|i| (format!("svc-{i}"), format!("{NAMESPACE}/svc-{i}")))
+    let discovery = mirror.discovery.clone();
+    // The Services and ports of the workload as synced (the churn changes Pods and slices only).
+    let targets: Vec<(String, String, String)> = service_store
+        .list()
+        .iter()
+        .flat_map(|s| {
+            let m = s.meta();
+            instances::port_names(Some(s), None)
+                .into_iter()
+                .map(|p| (m.namespace.clone(), m.name.clone(), p))
+                .collect::<Vec<_>>()
+        })
         .collect();
     std::thread::Builder::new()
         .name("demo-reader".into())
         .spawn(move || {
+            if targets.is_empty() {
+                return;
+            }
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
                 let mut batch = Lookups::default();
                 for _ in 0..2000 {
-                    let (name, key) = &names[i % names.len()];
+                    let (namespace, name, port) = &targets[i % targets.len()];
                     i += 1;
                     let t = Instant::now();
-                    std::hint::black_box(service_store.get(NAMESPACE, name));
+                    std::hint::black_box(service_store.get(namespace, name));
                     batch.store_get.record(t.elapsed());
                     let t = Instant::now();
-                    let slices = slice_store.by_index(SERVICE_INDEX, key).unwrap_or_default();
-                    std::hint::black_box(instances::compute(&slices, None));
+                    std::hint::black_box(discovery.instances(namespace, name, port));
                     batch.instances.record(t.elapsed());
                 }
                 {
@@ -208,35 +237,21 @@ fn spawn_reader(
         .expect("spawn the demo's reader thread")
 }
 
-/// One row per service: name, ready/total instances, revision.
+/// One row per service (name, ready/total instances, revision, state), from discovery.
 fn service_rows(mirror: &Mirror) -> (Vec<Vec<String>>, usize, usize) {
-    let revisions = mirror.revisions.lock().unwrap().clone();
-    let mut services: Vec<Arc<Service>> = mirror.services.store().list();
-    services.sort_by_key(|s| {
-        let n = &s.metadata.name;
-        // svc-2 before svc-10.
-        (n.len(), n.clone())
-    });
     let (mut ready_all, mut total_all) = (0, 0);
-    let rows = services
-        .iter()
-        .map(|svc| {
-            let key = svc.meta().key();
-            let slices = mirror
-                .slices
-                .store()
-                .by_index(SERVICE_INDEX, &key)
-                .unwrap_or_default();
-            let found = instances::compute(&slices, None);
-            let ready = found.iter().filter(|i| i.ready).count();
+    let rows = mirror
+        .views()
+        .into_iter()
+        .map(|v| {
+            let ready = v.ready();
             ready_all += ready;
-            total_all += found.len();
-            let state = instances::state_of(true, true, &found);
+            total_all += v.instances.len();
             vec![
-                key.clone(),
-                format!("{ready}/{}", found.len()),
-                revisions.get(&key).copied().unwrap_or(0).to_string(),
-                format!("{state:?}"),
+                v.service,
+                format!("{ready}/{}", v.instances.len()),
+                v.revision.to_string(),
+                format!("{:?}", v.state),
             ]
         })
         .collect();
@@ -253,6 +268,7 @@ struct Tick<'a> {
     faults: usize,
     last_fault: Option<&'a str>,
     lookups: &'a Lookups,
+    discovery: DiscoveryMetrics,
 }
 
 fn render_terminal(url: &str, mirror: &Mirror, tick: &Tick) -> String {
@@ -283,6 +299,7 @@ fn render_terminal(url: &str, mirror: &Mirror, tick: &Tick) -> String {
          objects in store  {}   (services {}, endpointslices {}, pods {})\n\
          coalesced         {}   (events merged in the fifo before reaching the store)\n\
          lookups           {}   store get p50 {} p99 {} | instances p50 {} p99 {}\n\
+         discovery         {} snapshots published, {} apiserver reads (every lookup served from the caches)\n\
          relists           {}   faults survived {}{}\n",
         tick.events_per_sec,
         tick.now.events,
@@ -296,6 +313,8 @@ fn render_terminal(url: &str, mirror: &Mirror, tick: &Tick) -> String {
         human(tick.lookups.store_get.quantile(0.99)),
         human(tick.lookups.instances.quantile(0.5)),
         human(tick.lookups.instances.quantile(0.99)),
+        tick.discovery.published,
+        tick.discovery.apiserver_reads,
         tick.relists,
         tick.faults,
         match tick.last_fault {
@@ -442,7 +461,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
     let running = churn.run(args.rate);
     let stop_reader = Arc::new(AtomicBool::new(false));
     let lookups = Arc::new(Mutex::new(Lookups::default()));
-    let reader = spawn_reader(&mirror, args.services, stop_reader.clone(), lookups.clone());
+    let reader = spawn_reader(&mirror, stop_reader.clone(), lookups.clone());
 
     let initial = totals(&mirror.metrics());
     let run_started = Instant::now();
@@ -474,6 +493,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
             faults,
             last_fault,
             lookups: &lookups_now,
+            discovery: mirror.discovery.metrics(),
         };
         let text = if tty {
             render_terminal(sim.url(), &mirror, &tick)
@@ -501,7 +521,10 @@ pub async fn run(args: DemoArgs) -> CliResult {
     let writes = sim.resource_version() - rv_before;
     let stopped = Instant::now();
     let mut diverging = divergences(&sim, &mirror)?;
-    while !diverging.is_empty() && stopped.elapsed() < CONVERGE_TIMEOUT {
+    // Converged: the stores equal the simulator, and discovery's handlers have taken in every
+    // notification (so the summary's instances are the final ones).
+    while (!diverging.is_empty() || !mirror.handlers_idle()) && stopped.elapsed() < CONVERGE_TIMEOUT
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
         diverging = divergences(&sim, &mirror)?;
     }
@@ -512,6 +535,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
     let lookups = lookups.lock().unwrap();
     let events = end.events - initial.events;
     let (_, ready, total) = service_rows(&mirror);
+    let discovery = mirror.discovery.metrics();
     let summary = [
         format!("summary{}", if interrupted { " (interrupted)" } else { "" }),
         format!(
@@ -536,6 +560,10 @@ pub async fn run(args: DemoArgs) -> CliResult {
             human(lookups.store_get.quantile(0.99)),
             human(lookups.instances.quantile(0.5)),
             human(lookups.instances.quantile(0.99)),
+        ),
+        format!(
+            "  discovery         {} snapshots published, {} apiserver reads",
+            discovery.published, discovery.apiserver_reads
         ),
         format!(
             "  faults survived   {faults} ({}), {} relists",

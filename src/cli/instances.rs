@@ -1,44 +1,50 @@
-//! `kwatch instances SERVICE`: the endpoints of a service, every unique (address, port) once with
-//! its conditions, computed from informer-backed EndpointSlices; with `-w`, a new snapshot each
-//! time it changes.
+//! `kwatch instances SERVICE`: what the library's discovery ([`informer::discovery`]) says about a
+//! Service, every unique endpoint once with its conditions; with `-w`, a new line each time its
+//! [`Subscription`] reports a change.
 //!
-//! [`compute`] is the whole discovery rule, shared with the demo: slices belong to a service
-//! through the `kubernetes.io/service-name` label; an endpoint that sits in two slices while the
-//! controller moves it is reported once, ready if either copy is.
+//! kwatch does not merge slices itself: every instance, condition, state and revision printed here
+//! is the library's [`Snapshot`], read with [`Discovery::instances`] and followed with
+//! [`Discovery::subscribe`]. Discovery runs with
+//! [`include_not_ready`](informer::discovery::DiscoveryOptions::include_not_ready) on, so endpoints
+//! that are not ready are listed too (flagged `ready: false`); the state is the library's: `Ready`
+//! when at least one instance is usable.
+//!
+//! Which Service ports: `--port NAME` picks one (`--port ""` the unnamed one). Without it, the
+//! Service's own ports decide ([`port_names`]): a single-port Service shows that port (named or
+//! not), a multi-port Service shows every port, each endpoint once per target port number. A
+//! Service that does not exist (yet) is looked up on its unnamed port, which says `ServiceAbsent`.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
+use informer::discovery::{
+    Discovery, DiscoveryOptions, Instance, ServiceState, Snapshot, Subscription,
+};
+use informer::informer::InformerFactory;
 use informer::reflector::ReflectorOptions;
-use informer::{Api, EndpointSlice, HandlerFns, Informer, Object, Service};
+use informer::{HandlerFns, Service};
 use serde::Serialize;
+use tokio::sync::Notify;
 
 use super::args::{Format, Global, InstancesArgs};
 use super::output::Out;
 use super::{CliResult, connect};
 
-/// The label that ties an EndpointSlice to its Service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// What a snapshot says about its service.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum State {
-    /// The informers have not finished their first list.
-    NotSynced,
-    /// No such Service.
-    ServiceAbsent,
-    /// The Service exists and has no endpoints.
-    NoEndpoints,
-    /// The Service has endpoints (ready or not: see each instance).
-    Ready,
+/// The options kwatch gives discovery (here and in the demo): everything the library's defaults
+/// say, plus not-ready endpoints, since kwatch shows every endpoint with its conditions.
+pub fn discovery_options() -> DiscoveryOptions {
+    DiscoveryOptions {
+        include_not_ready: true,
+        ..Default::default()
+    }
 }
 
-/// One endpoint address and port.
+/// One endpoint as kwatch prints it: the library's [`Instance`], trimmed to the issue's fields.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Instance {
-    pub address: String,
-    pub port: i32,
+pub struct Row {
+    pub address: IpAddr,
+    pub port: u16,
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
@@ -48,136 +54,102 @@ pub struct Instance {
     pub pod: Option<String>,
 }
 
-/// A service's endpoints at one moment.
+impl From<&Instance> for Row {
+    fn from(i: &Instance) -> Row {
+        Row {
+            address: i.address,
+            port: i.port,
+            ready: i.ready,
+            serving: i.serving,
+            terminating: i.terminating,
+            zone: i.zone.clone(),
+            node: i.node.clone(),
+            pod: i.pod.clone(),
+        }
+    }
+}
+
+/// A Service's endpoints at one revision, as printed (the `-o jsonl` line).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Snapshot {
+pub struct View {
     /// `namespace/name`.
     pub service: String,
-    /// Bumped each time the state or the instances change.
+    /// The library's revision: the newest of the shown ports' snapshots (discovery numbers the
+    /// revisions of a Service across its ports).
     pub revision: u64,
-    pub state: State,
-    pub instances: Vec<Instance>,
+    pub state: ServiceState,
+    pub instances: Vec<Row>,
 }
 
-/// The instances of one service from its slices, sorted by address and port. `port` keeps only
-/// the slice port of that name; without it every port of every slice counts.
-pub fn compute(slices: &[Arc<EndpointSlice>], port: Option<&str>) -> Vec<Instance> {
-    // Keyed by the parsed address so that 10.0.0.9 sorts before 10.0.0.10.
-    let mut unique: BTreeMap<(AddressKey, i32), Instance> = BTreeMap::new();
-    for slice in slices {
-        let ports: Vec<i32> = slice
-            .ports
-            .iter()
-            .filter(|p| port.is_none_or(|want| p.name.as_deref() == Some(want)))
-            .filter_map(|p| p.port)
-            .collect();
-        for endpoint in &slice.endpoints {
-            let c = &endpoint.conditions;
-            // The API's defaults: ready and serving unless said otherwise.
-            let ready = c.ready.unwrap_or(true);
-            let serving = c.serving.unwrap_or(ready);
-            let terminating = c.terminating.unwrap_or(false);
-            for address in &endpoint.addresses {
-                for &p in &ports {
-                    let instance = Instance {
-                        address: address.clone(),
-                        port: p,
-                        ready,
-                        serving,
-                        terminating,
-                        zone: endpoint.zone.clone(),
-                        node: endpoint.node_name.clone(),
-                        pod: endpoint
-                            .target_ref
-                            .as_ref()
-                            .filter(|r| r.kind == "Pod" || r.kind.is_empty())
-                            .map(|r| format!("{}/{}", r.namespace, r.name)),
-                    };
-                    unique
-                        .entry((AddressKey::of(address), p))
-                        .and_modify(|seen| {
-                            seen.ready |= instance.ready;
-                            seen.serving |= instance.serving;
-                            seen.terminating &= instance.terminating;
-                        })
-                        .or_insert(instance);
-                }
-            }
-        }
-    }
-    unique.into_values().collect()
-}
-
-/// Sorts IP addresses numerically (IPv4 first), anything else after them as text.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum AddressKey {
-    Ip(std::net::IpAddr),
-    Other(String),
-}
-
-impl AddressKey {
-    fn of(address: &str) -> AddressKey {
-        address
-            .parse()
-            .map(AddressKey::Ip)
-            .unwrap_or_else(|_| AddressKey::Other(address.to_owned()))
-    }
-}
-
-/// The state that goes with a service's presence and its instances.
-pub fn state_of(synced: bool, service_present: bool, instances: &[Instance]) -> State {
-    match (synced, service_present, instances.is_empty()) {
-        (false, _, _) => State::NotSynced,
-        (true, false, _) => State::ServiceAbsent,
-        (true, true, true) => State::NoEndpoints,
-        (true, true, false) => State::Ready,
-    }
-}
-
-/// Informers for one service and its slices, and the snapshots they produce.
-struct Watcher {
-    key: String,
-    services: Informer<Service>,
-    slices: Informer<EndpointSlice>,
-    port: Option<String>,
-    last: Option<Snapshot>,
-}
-
-impl Watcher {
-    /// The current snapshot, with a revision bumped if it differs from the last one.
-    fn snapshot(&mut self) -> (Snapshot, bool) {
-        let synced = self.services.has_synced() && self.slices.has_synced();
-        let present = !self.services.store().is_empty();
-        let slices = self.slices.store().list();
-        let instances = if synced {
-            compute(&slices, self.port.as_deref())
+impl View {
+    /// The view of one Service from the library's snapshots of the ports shown (at least one).
+    ///
+    /// With one port this is that snapshot. With several, the state is the most telling one
+    /// (`NotSynced` if any port is, else `Ready` if any is, else `ServiceAbsent` or
+    /// `NoEndpoints`) and the instances are the snapshots' lists side by side, in the library's
+    /// order, an `(address, port)` that two Service ports share (same target port) shown once.
+    pub fn of(service: String, snapshots: &[Arc<Snapshot>]) -> View {
+        let revision = snapshots.iter().map(|s| s.revision).max().unwrap_or(0);
+        let has = |state| snapshots.iter().any(|s| s.state == state);
+        let state = if snapshots.is_empty() || has(ServiceState::NotSynced) {
+            ServiceState::NotSynced
+        } else if has(ServiceState::Ready) {
+            ServiceState::Ready
+        } else if has(ServiceState::ServiceAbsent) {
+            ServiceState::ServiceAbsent
         } else {
-            Vec::new()
+            ServiceState::NoEndpoints
         };
-        let state = state_of(synced, present, &instances);
-        if state == State::NotSynced {
-            let snap = Snapshot {
-                service: self.key.clone(),
-                revision: 0,
-                state,
-                instances,
-            };
-            return (snap, false);
+        let mut instances: Vec<&Instance> =
+            snapshots.iter().flat_map(|s| s.instances.iter()).collect();
+        if snapshots.len() > 1 {
+            // Each list is sorted by key already; this only interleaves them and drops repeats.
+            instances.sort_by_key(|i| i.key());
+            instances.dedup_by_key(|i| i.key());
         }
-        let (revision, changed) = match &self.last {
-            Some(l) if l.state == state && l.instances == instances => (l.revision, false),
-            Some(l) => (l.revision + 1, true),
-            None => (1, true),
-        };
-        let snap = Snapshot {
-            service: self.key.clone(),
+        View {
+            service,
             revision,
             state,
-            instances,
-        };
-        self.last = Some(snap.clone());
-        (snap, changed)
+            instances: instances.into_iter().map(Row::from).collect(),
+        }
     }
+
+    pub fn ready(&self) -> usize {
+        self.instances.iter().filter(|i| i.ready).count()
+    }
+}
+
+/// The Service port names to show: `requested` if given; else every port of the Service (one for
+/// a single-port Service, `""` if it is unnamed); `""` when the Service is not known.
+pub fn port_names(service: Option<&Service>, requested: Option<&str>) -> Vec<String> {
+    if let Some(name) = requested {
+        return vec![name.to_owned()];
+    }
+    let mut names: Vec<String> = service
+        .map(|s| {
+            s.spec
+                .ports
+                .iter()
+                .map(|p| p.name.clone().unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        names.push(String::new());
+    }
+    names
+}
+
+/// The current view of a Service from discovery (reads only the caches).
+pub fn lookup(discovery: &Discovery, namespace: &str, name: &str, ports: &[String]) -> View {
+    let snapshots: Vec<Arc<Snapshot>> = ports
+        .iter()
+        .map(|p| discovery.instances(namespace, name, p))
+        .collect();
+    View::of(format!("{namespace}/{name}"), &snapshots)
 }
 
 pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
@@ -191,168 +163,253 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
         ),
     };
     let errors = connect::ErrorCollector::default();
-    let service_options = ReflectorOptions {
-        field_selector: Some(format!("metadata.name={name}")),
-        on_error: Some(errors.callback()),
-        ..connect::reflector_options()
+    // One factory for discovery and for the Service informer read here: discovery's own Service
+    // informer of the namespace, not a second watch.
+    let factory = Arc::new(InformerFactory::with_options(
+        client.clone(),
+        ReflectorOptions {
+            on_error: Some(errors.callback()),
+            ..connect::reflector_options()
+        },
+    ));
+    let discovery = Discovery::with_factory(client, factory.clone(), discovery_options());
+    if !discovery
+        .wait_for_sync(&namespace, connect::SYNC_TIMEOUT)
+        .await
+    {
+        return Err(errors.sync_failure(&format!("service {namespace}/{name}")));
+    }
+    let services = factory.informer::<Service>(Some(&namespace));
+    let ports_now = || {
+        let service = services.store().get(&namespace, &name);
+        port_names(service.as_deref(), args.port.as_deref())
     };
-    let slice_options = ReflectorOptions {
-        label_selector: Some(format!("{SERVICE_NAME_LABEL}={name}")),
-        on_error: Some(errors.callback()),
-        ..connect::reflector_options()
-    };
-    let services = Informer::new(
-        Api::<Service>::namespaced(client.clone(), &namespace),
-        service_options,
-    );
-    let slices = Informer::new(
-        Api::<EndpointSlice>::namespaced(client, &namespace),
-        slice_options,
-    );
-    let changed = Arc::new(tokio::sync::Notify::new());
-    notify_on_change(&services, &changed);
-    notify_on_change(&slices, &changed);
-    services.start();
-    slices.start();
-    let mut watcher = Watcher {
-        key: format!("{namespace}/{name}"),
-        services,
-        slices,
-        port: args.port.clone(),
-        last: None,
-    };
-    let deadline = tokio::time::Instant::now() + connect::SYNC_TIMEOUT;
     let mut out = Out::stdout();
+    if !args.watch {
+        let view = lookup(&discovery, &namespace, &name, &ports_now());
+        print_view(&mut out, &view, args.output)?;
+        return out.flush();
+    }
+
+    // -w: one subscription per shown port, each waking the printer on the library's changes;
+    // changes of the Service itself (its ports) wake it too.
+    let wake = Arc::new(Notify::new());
+    {
+        let (a, u, d) = (wake.clone(), wake.clone(), wake.clone());
+        let (n1, n2, n3) = (name.clone(), name.clone(), name.clone());
+        services.add_handler(
+            HandlerFns::new()
+                .on_add(move |s: &Arc<Service>, _| {
+                    if s.metadata.name == n1 {
+                        a.notify_one();
+                    }
+                })
+                .on_update(move |_, s: &Arc<Service>| {
+                    if s.metadata.name == n2 {
+                        u.notify_one();
+                    }
+                })
+                .on_delete(move |s| {
+                    if s.object().metadata.name == n3 {
+                        d.notify_one();
+                    }
+                }),
+        );
+    }
+    let mut followers: HashMap<String, tokio::task::JoinHandle<()>> = HashMap::new();
+    let mut last: Option<View> = None;
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     loop {
-        let (snap, changed_now) = watcher.snapshot();
-        if snap.state != State::NotSynced {
-            if changed_now || !args.watch {
-                print_snapshot(&mut out, &snap, args.output)?;
-                out.flush()?;
+        let ports = ports_now();
+        followers.retain(|port, task| {
+            let keep = ports.contains(port);
+            if !keep {
+                task.abort();
             }
-            if !args.watch {
-                return Ok(());
-            }
-        } else if tokio::time::Instant::now() > deadline {
-            return Err(errors.sync_failure(&format!("service {}", watcher.key)));
+            keep
+        });
+        let mut snapshots = Vec::with_capacity(ports.len());
+        for port in &ports {
+            followers.entry(port.clone()).or_insert_with(|| {
+                follow(discovery.subscribe(&namespace, &name, port), wake.clone())
+            });
+            snapshots.push(discovery.instances(&namespace, &name, port));
+        }
+        let view = View::of(format!("{namespace}/{name}"), &snapshots);
+        if last.as_ref() != Some(&view) {
+            print_view(&mut out, &view, args.output)?;
+            out.flush()?;
+            last = Some(view);
         }
         tokio::select! {
-            _ = changed.notified() => {}
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = wake.notified() => {}
+            _ = &mut ctrl_c => return Ok(()),
         }
     }
 }
 
-/// Wakes `notify` on every notification of `informer`.
-fn notify_on_change<T: Object + Clone>(informer: &Informer<T>, notify: &Arc<tokio::sync::Notify>) {
-    let (a, u, d) = (notify.clone(), notify.clone(), notify.clone());
-    informer.add_handler(
-        HandlerFns::new()
-            .on_add(move |_: &Arc<T>, _| a.notify_one())
-            .on_update(move |_, _| u.notify_one())
-            .on_delete(move |_| d.notify_one()),
-    );
-}
-
-fn print_snapshot(out: &mut Out, snap: &Snapshot, format: Format) -> CliResult {
-    match format {
-        Format::Jsonl => out.json_line(snap),
-        _ => {
-            out.line(&format!(
-                "{}  revision {}  {:?}  {} instance(s)",
-                snap.service,
-                snap.revision,
-                snap.state,
-                snap.instances.len()
-            ))?;
-            if !snap.instances.is_empty() {
-                let rows: Vec<Vec<String>> = snap
-                    .instances
-                    .iter()
-                    .map(|i| {
-                        vec![
-                            i.address.clone(),
-                            i.port.to_string(),
-                            i.ready.to_string(),
-                            i.serving.to_string(),
-                            i.terminating.to_string(),
-                            i.zone.clone().unwrap_or_default(),
-                            i.node.clone().unwrap_or_default(),
-                            i.pod.clone().unwrap_or_default(),
-                        ]
-                    })
-                    .collect();
-                out.table(
-                    &[
-                        "ADDRESS",
-                        "PORT",
-                        "READY",
-                        "SERVING",
-                        "TERMINATING",
-                        "ZONE",
-                        "NODE",
-                        "POD",
-                    ],
-                    &rows,
-                )?;
-            }
-            Ok(())
+/// Wakes `wake` on every change the subscription reports (the first report, the current
+/// snapshot, too).
+fn follow(mut subscription: Subscription, wake: Arc<Notify>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while subscription.changed().await.is_some() {
+            wake.notify_one();
         }
-    }
+    })
 }
 
-/// Keys of slices by service, for a store index: `namespace/service`.
-pub fn service_index(slice: &EndpointSlice) -> Vec<String> {
-    slice
-        .metadata
-        .labels
-        .get(SERVICE_NAME_LABEL)
-        .map(|s| vec![format!("{}/{s}", slice.meta().namespace)])
-        .unwrap_or_default()
+fn print_view(out: &mut Out, view: &View, format: Format) -> CliResult {
+    if format == Format::Jsonl {
+        return out.json_line(view);
+    }
+    out.line(&format!(
+        "{}  revision {}  {:?}  {} instance(s)",
+        view.service,
+        view.revision,
+        view.state,
+        view.instances.len()
+    ))?;
+    if view.instances.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<Vec<String>> = view
+        .instances
+        .iter()
+        .map(|i| {
+            vec![
+                i.address.to_string(),
+                i.port.to_string(),
+                i.ready.to_string(),
+                i.serving.to_string(),
+                i.terminating.to_string(),
+                i.zone.clone().unwrap_or_default(),
+                i.node.clone().unwrap_or_default(),
+                i.pod.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    out.table(
+        &[
+            "ADDRESS",
+            "PORT",
+            "READY",
+            "SERVING",
+            "TERMINATING",
+            "ZONE",
+            "NODE",
+            "POD",
+        ],
+        &rows,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use informer::{Endpoint, EndpointConditions, EndpointPort};
+    use informer::discovery::Freshness;
+    use informer::{ServicePort, ServiceSpec};
 
-    fn slice(name: &str, endpoints: &[(&str, bool)]) -> Arc<EndpointSlice> {
-        let mut s = EndpointSlice::default();
-        s.metadata.name = name.into();
-        s.ports = vec![EndpointPort {
-            name: Some("http".into()),
-            port: Some(8080),
-            ..Default::default()
-        }];
-        s.endpoints = endpoints
-            .iter()
-            .map(|(ip, ready)| Endpoint {
-                addresses: vec![ip.to_string()],
-                conditions: EndpointConditions {
-                    ready: Some(*ready),
-                    ..Default::default()
-                },
+    fn service(ports: &[Option<&str>]) -> Service {
+        Service {
+            spec: ServiceSpec {
+                ports: ports
+                    .iter()
+                    .map(|n| ServicePort {
+                        name: n.map(str::to_owned),
+                        ..Default::default()
+                    })
+                    .collect(),
                 ..Default::default()
-            })
+            },
+            ..Default::default()
+        }
+    }
+
+    fn snapshot(
+        port: &str,
+        revision: u64,
+        state: ServiceState,
+        addrs: &[(&str, u16)],
+    ) -> Arc<Snapshot> {
+        let mut s = Snapshot::not_synced("ns", "svc", port);
+        s.revision = revision;
+        s.state = state;
+        s.freshness = Freshness::Live;
+        s.instances = addrs
+            .iter()
+            .map(|(a, p)| Instance::new(a.parse().unwrap(), *p))
             .collect();
         Arc::new(s)
     }
 
     #[test]
-    fn an_endpoint_in_two_slices_counts_once() {
-        let a = slice("a", &[("10.0.0.1", false), ("10.0.0.2", true)]);
-        let b = slice("b", &[("10.0.0.1", true)]);
-        let got = compute(&[a, b], None);
-        assert_eq!(got.len(), 2);
-        assert!(got[0].ready, "ready if either copy is");
-        assert!(compute(&[slice("c", &[("1.1.1.1", true)])], Some("grpc")).is_empty());
+    fn which_ports_are_shown() {
+        let one_unnamed = service(&[None]);
+        let one_named = service(&[Some("grpc")]);
+        let two = service(&[Some("http"), Some("admin")]);
+        assert_eq!(port_names(Some(&one_unnamed), None), [""]);
+        assert_eq!(port_names(Some(&one_named), None), ["grpc"]);
+        assert_eq!(port_names(Some(&two), None), ["admin", "http"]);
+        assert_eq!(port_names(Some(&two), Some("http")), ["http"]);
+        assert_eq!(port_names(None, None), [""]);
+        assert_eq!(port_names(None, Some("http")), ["http"]);
     }
 
     #[test]
-    fn states() {
-        assert_eq!(state_of(false, true, &[]), State::NotSynced);
-        assert_eq!(state_of(true, false, &[]), State::ServiceAbsent);
-        assert_eq!(state_of(true, true, &[]), State::NoEndpoints);
+    fn one_port_is_the_library_snapshot_as_is() {
+        let s = snapshot(
+            "http",
+            4,
+            ServiceState::Ready,
+            &[("10.0.0.9", 80), ("10.0.0.10", 80)],
+        );
+        let v = View::of("ns/svc".into(), std::slice::from_ref(&s));
+        assert_eq!((v.revision, v.state), (4, ServiceState::Ready));
+        let got: Vec<Row> = s.instances.iter().map(Row::from).collect();
+        assert_eq!(v.instances, got);
+    }
+
+    #[test]
+    fn several_ports_each_endpoint_once_per_target_port() {
+        let http = snapshot(
+            "http",
+            3,
+            ServiceState::Ready,
+            &[("10.0.0.1", 8080), ("10.0.0.2", 8080)],
+        );
+        // A second Service port on the same target port, and one on another.
+        let alt = snapshot("alt", 5, ServiceState::Ready, &[("10.0.0.1", 8080)]);
+        let admin = snapshot("admin", 2, ServiceState::NoEndpoints, &[("10.0.0.1", 9090)]);
+        let v = View::of("ns/svc".into(), &[admin, alt, http]);
+        assert_eq!((v.revision, v.state), (5, ServiceState::Ready));
+        let keys: Vec<(String, u16)> = v
+            .instances
+            .iter()
+            .map(|i| (i.address.to_string(), i.port))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("10.0.0.1".into(), 8080),
+                ("10.0.0.1".into(), 9090),
+                ("10.0.0.2".into(), 8080)
+            ]
+        );
+        let absent = snapshot("", 0, ServiceState::NotSynced, &[]);
+        let ready = snapshot("http", 1, ServiceState::Ready, &[]);
+        assert_eq!(
+            View::of("ns/svc".into(), &[absent, ready]).state,
+            ServiceState::NotSynced
+        );
+    }
+
+    #[test]
+    fn the_jsonl_shape() {
+        let s = snapshot("", 7, ServiceState::Ready, &[("10.0.0.1", 8080)]);
+        let v = View::of("ns/svc".into(), &[s]);
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            r#"{"service":"ns/svc","revision":7,"state":"Ready","instances":[{"address":"10.0.0.1","port":8080,"ready":true,"serving":true,"terminating":false,"zone":null,"node":null,"pod":null}]}"#
+        );
     }
 }

@@ -7,13 +7,14 @@
 //! | `sim` | [`sim`]: the simulator in the foreground |
 //! | `watch` | [`watch`]: every handler notification of an informer |
 //! | `get` | [`get`]: a listing from a synced informer |
-//! | `instances` | [`instances`]: a service's endpoints, deduplicated, as discovery snapshots |
+//! | `instances` | [`instances`]: a service's endpoints, as the library's discovery snapshots |
 //!
 //! Shared parts: [`args`] (command line), [`connect`] (where the cluster is), [`resolve`]
 //! (resource names through the server's discovery documents), [`output`] (tables and JSON lines),
 //! [`latency`] (a small latency histogram).
 //!
-//! Exit status: 0 on success, 1 on a runtime error (one line on stderr), 2 on a usage error.
+//! Exit status: 0 on success (`--help` included), 1 on a runtime error (one line on stderr), 2 on a
+//! usage error (one line on stderr, pointing at `kwatch --help` or the subcommand's `--help`).
 
 mod args;
 mod connect;
@@ -36,6 +37,8 @@ use args::{Command, Invocation};
 pub enum CliError {
     /// The command line is wrong (exit status 2).
     Usage(String),
+    /// The command line of a subcommand is wrong (exit status 2; the hint names its help).
+    SubcommandUsage(&'static str, String),
     /// Something failed while running (exit status 1).
     Runtime(String),
 }
@@ -43,7 +46,7 @@ pub enum CliError {
 impl CliError {
     fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::Usage(_) => ExitCode::from(2),
+            CliError::Usage(_) | CliError::SubcommandUsage(..) => ExitCode::from(2),
             CliError::Runtime(_) => ExitCode::from(1),
         }
     }
@@ -53,6 +56,7 @@ impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CliError::Usage(m) => write!(f, "{m} (see 'kwatch --help')"),
+            CliError::SubcommandUsage(sub, m) => write!(f, "{m} (see 'kwatch {sub} --help')"),
             CliError::Runtime(m) => f.write_str(m),
         }
     }
@@ -89,8 +93,8 @@ pub fn main() -> ExitCode {
 fn run(invocation: Invocation) -> CliResult {
     let Invocation { global, command } = invocation;
     match command {
-        Command::Help => {
-            print!("{}", args::HELP);
+        Command::Help(text) => {
+            print!("{text}");
             Ok(())
         }
         Command::Version => {
@@ -109,7 +113,7 @@ fn run(invocation: Invocation) -> CliResult {
                     Command::Watch(a) => watch::run(&global, a).await,
                     Command::Get(a) => get::run(&global, a).await,
                     Command::Instances(a) => instances::run(&global, a).await,
-                    Command::Help | Command::Version => unreachable!("handled above"),
+                    Command::Help(_) | Command::Version => unreachable!("handled above"),
                 }
             });
             // Informer threads and watch tasks may still be running: do not wait for them.
