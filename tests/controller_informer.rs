@@ -79,7 +79,9 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
     let controller = InformerController::new(&configmaps, 3);
     let queue = controller.queue().clone();
     assert!(Arc::ptr_eq(controller.store(), configmaps.store()));
-    factory.start();
+    // A key queued by hand before the informer even started: no worker may take it before the
+    // sync.
+    queue.add("default/c0".to_string());
 
     let seen: Seen = Arc::default();
     let store_sizes = Arc::new(Mutex::new(Vec::new()));
@@ -101,6 +103,12 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
         },
         stopped,
     ));
+    sleep(Duration::from_millis(100)).await;
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "reconciled before the sync"
+    );
+    factory.start();
 
     // The initial list: every key, each reconciled against the stored object.
     eventually("the initial keys", || seen.lock().unwrap().len() >= INITIAL).await;
@@ -447,8 +455,8 @@ async fn shutdown_grace_cancels_a_stuck_reconcile() {
     configmaps.stop();
 }
 
-/// Workers wait for the sync: with the informer never started, nothing is reconciled, and a
-/// shutdown still ends the run.
+/// Workers wait for the sync: with the informer never started, not even a key queued by hand is
+/// reconciled, and a shutdown still ends the run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_before_the_sync_returns_without_reconciling() {
     let sim = Simulator::start().await.unwrap();
@@ -460,6 +468,7 @@ async fn shutdown_before_the_sync_returns_without_reconciling() {
     );
     let controller = InformerController::new(&configmaps, 2);
     let queue = controller.queue().clone();
+    queue.add("default/c".to_string());
     let reconciles = Arc::new(AtomicUsize::new(0));
     let summary = timeout(
         PATIENCE,
