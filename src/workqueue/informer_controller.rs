@@ -1,24 +1,4 @@
 //! [`InformerController`]: a [`Controller`] fed by shared informers, reconciling from their store.
-//!
-//! This is client-go's sample-controller wiring (and kube-rs's `Controller::new(api).owns(..)`),
-//! on this crate's own parts:
-//!
-//! ```text
-//! Informer<T>  --handler: own key------------\
-//! Informer<U>  --handler: key_fn(obj)---------+--> WorkQueue<String> --> N workers:
-//! Informer<V>  --handler: controlling owner--/                            reconcile(key, Arc<Store<T>>)
-//! ```
-//!
-//! * Handlers only reduce events to keys (`namespace/name`, or `name` for cluster-scoped
-//!   objects); the queue collapses a burst of events about one object into one reconcile.
-//! * Workers start once every informer has synced and its handler has enqueued the initial list
-//!   (client-go's `WaitForCacheSync`), so a reconcile never sees a half-filled store.
-//! * Reconcile reads the object from the primary informer's [`Store`] by key, never from the
-//!   apiserver; a key whose object is gone (deleted) reads as `None`.
-//! * Outcomes, retries and shutdown are [`Controller::run`]'s: `Done` forgets the key's
-//!   backoff, `RequeueAfter(d)` comes back after `d`, an error is retried with the queue's rate
-//!   limiter; on shutdown the workers drain (or, past [`shutdown_grace`](InformerController::shutdown_grace),
-//!   are cancelled) and the handlers are removed from the informers.
 
 use std::future::Future;
 use std::pin::pin;
@@ -47,7 +27,28 @@ struct Registered {
 
 /// A controller for objects of type `T`: informers' events become keys in a [`WorkQueue`], and
 /// `workers` tasks run an async `reconcile(key, store)` that reads `T` from the primary
-/// informer's store. See the [module docs](self) for the flow.
+/// informer's store.
+///
+/// This is client-go's sample-controller wiring (and kube-rs's `Controller::new(api).owns(..)`),
+/// on this crate's own parts:
+///
+/// ```text
+/// Informer<T>  --handler: own key------------\
+/// Informer<U>  --handler: key_fn(obj)---------+--> WorkQueue<String> --> N workers:
+/// Informer<V>  --handler: controlling owner--/                            reconcile(key, Arc<Store<T>>)
+/// ```
+///
+/// * Handlers only reduce events to keys (`namespace/name`, or `name` for cluster-scoped
+///   objects); events about an object whose key is still waiting add nothing, so a burst of
+///   them costs one reconcile of the latest state.
+/// * Workers start once every informer has synced and its handler has enqueued the initial list
+///   (client-go's `WaitForCacheSync`), so a reconcile never sees a half-filled store.
+/// * Reconcile reads the object from the primary informer's [`Store`] by key, never from the
+///   apiserver; a key whose object is gone (deleted) reads as `None`.
+/// * Outcomes, retries and shutdown are [`Controller::run`]'s: `Done` forgets the key's
+///   backoff, `RequeueAfter(d)` comes back after `d`, an error is retried with the queue's rate
+///   limiter; on shutdown the workers drain (or are cancelled past the
+///   [`shutdown_grace`](Self::shutdown_grace)) and the handlers are removed from the informers.
 ///
 /// Build it with [`new`](Self::new) (the primary informer: each `T` event enqueues the object's
 /// own key), add [`owns`](Self::owns) (objects whose controlling owner is a `T`) and
