@@ -490,3 +490,26 @@ async fn shutdown_before_the_sync_returns_without_reconciling() {
     assert!(queue.is_shutting_down());
     assert!(configmaps.metrics().handlers.is_empty());
 }
+
+/// A `run` future dropped midway (here while waiting for a sync that never comes) removes its
+/// handlers from the informers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_run_removes_its_handlers() {
+    let sim = Simulator::start().await.unwrap();
+    let factory = InformerFactory::new(client(&sim));
+    let configmaps = factory.informer::<ConfigMap>(None);
+    let slices = factory.informer::<EndpointSlice>(None);
+    let run = InformerController::new(&configmaps, 1)
+        .watches(&slices, |_: &EndpointSlice| None)
+        .run(
+            |_key, _store| async { Ok::<_, Infallible>(Action::Done) },
+            std::future::pending(),
+        );
+    let mut run = Box::pin(run);
+    assert!(timeout(Duration::from_millis(100), &mut run).await.is_err());
+    assert_eq!(configmaps.metrics().handlers.len(), 1, "registered by run");
+    assert_eq!(slices.metrics().handlers.len(), 1);
+    drop(run);
+    assert!(configmaps.metrics().handlers.is_empty());
+    assert!(slices.metrics().handlers.is_empty());
+}

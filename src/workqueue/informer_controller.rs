@@ -251,7 +251,7 @@ impl<T: Object + Clone> InformerController<T> {
     /// `reconcile(key, store)` with the primary informer's store. Returns once `shutdown` has
     /// completed and the workers have drained (or were cancelled after the
     /// [`shutdown_grace`](Self::shutdown_grace)); the handlers are then removed from the
-    /// informers, whose caches go on.
+    /// informers, whose caches go on (they are removed too if the `run` future is dropped).
     ///
     /// Start the informers (or their factory) before or while `run` waits: it does not start
     /// them. If `shutdown` completes before they sync, `run` returns without reconciling.
@@ -289,11 +289,12 @@ impl<T: Object + Clone> InformerController<T> {
             sources,
         } = self;
         let queue = controller.queue().clone();
-        let registered: Vec<Registered> = sources.into_iter().map(|add| add(&queue)).collect();
+        // Removed from the informers when `run` ends, or when its future is dropped.
+        let handlers = Handlers(sources.into_iter().map(|add| add(&queue)).collect());
 
         let mut shutdown = pin!(shutdown);
         let synced = async {
-            while !registered.iter().all(|handler| (handler.synced)()) {
+            while !handlers.synced() {
                 tokio::time::sleep(SYNC_POLL).await;
             }
         };
@@ -301,22 +302,30 @@ impl<T: Object + Clone> InformerController<T> {
             () = synced => {}
             () = &mut shutdown => {
                 queue.shut_down();
-                remove_handlers(registered);
                 return RunSummary::default();
             }
         }
 
-        let summary = controller
+        controller
             .run(move |key| reconcile(key, Arc::clone(&store)), shutdown)
-            .await;
-        remove_handlers(registered);
-        summary
+            .await
     }
 }
 
-fn remove_handlers(registered: Vec<Registered>) {
-    for handler in registered {
-        (handler.remove)();
+/// The handlers one `run` registered.
+struct Handlers(Vec<Registered>);
+
+impl Handlers {
+    fn synced(&self) -> bool {
+        self.0.iter().all(|handler| (handler.synced)())
+    }
+}
+
+impl Drop for Handlers {
+    fn drop(&mut self) {
+        for handler in std::mem::take(&mut self.0) {
+            (handler.remove)();
+        }
     }
 }
 
