@@ -18,7 +18,7 @@
 //! * [`store`]: the sharded, indexed local cache.
 //! * [`informer`]: shared informers: one reflector, one store, many handlers.
 //! * [`discovery`]: service discovery on EndpointSlices (versioned snapshots, subscriptions).
-//! * [`workqueue`]: the rate-limited work queue and worker loop of a controller.
+//! * [`workqueue`]: the rate-limited work queue, the worker loop, and controllers fed by informers.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
 //! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
 

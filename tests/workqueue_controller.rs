@@ -240,3 +240,45 @@ async fn workers_never_reconcile_one_key_concurrently() {
     assert_eq!(u64::from(counts.values().sum::<u32>()), outcome.done);
     assert!(counts.values().all(|&n| (1..=ROUNDS).contains(&n)));
 }
+
+/// Past the grace period, the reconcile still running is cancelled (its key released) and the
+/// keys still queued are dropped; what the cancelled worker finished before is still counted.
+#[tokio::test(start_paused = true)]
+async fn shutdown_grace_cancels_what_still_runs_and_keeps_the_counts() {
+    let queue = queue_with_backoff(MS);
+    for key in ["quick", "stuck", "never"] {
+        queue.add(key);
+    }
+    let reconciled = Arc::new(Mutex::new(Vec::new()));
+    let start = Instant::now();
+    let summary = Controller::new(queue.clone(), 1)
+        .shutdown_grace(100 * MS)
+        .run(
+            {
+                let reconciled = Arc::clone(&reconciled);
+                move |key| {
+                    let reconciled = Arc::clone(&reconciled);
+                    async move {
+                        reconciled.lock().unwrap().push(key);
+                        if key == "stuck" {
+                            std::future::pending::<()>().await;
+                        }
+                        sleep(10 * MS).await;
+                        Ok::<_, ()>(Action::Done)
+                    }
+                }
+            },
+            sleep(50 * MS),
+        )
+        .await;
+    assert_eq!(summary.done, 1, "counted although its worker was cancelled");
+    assert_eq!(*reconciled.lock().unwrap(), ["quick", "stuck"]);
+    assert_eq!(
+        Instant::now() - start,
+        150 * MS,
+        "shutdown at 50 ms + 100 ms"
+    );
+    let metrics = queue.metrics();
+    assert_eq!(metrics.in_flight, 0, "the cancelled key was marked done");
+    assert!(queue.is_shutting_down());
+}

@@ -16,8 +16,9 @@
 
 use std::future::Future;
 use std::hash::Hash;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -113,6 +114,8 @@ impl std::ops::AddAssign for RunSummary {
 pub struct Controller<K> {
     queue: WorkQueue<K>,
     workers: usize,
+    /// How long workers may drain after shutdown is requested; `None`: as long as they need.
+    shutdown_grace: Option<Duration>,
 }
 
 impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
@@ -126,7 +129,40 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
         Self {
             queue,
             workers: workers.max(1),
+            shutdown_grace: None,
         }
+    }
+
+    /// Bounds the drain on shutdown: once shutdown is requested, workers go on with the keys they
+    /// hold and the queued ones for at most `grace`; then the reconciles still running are
+    /// cancelled (dropped at their next `.await`; their keys are marked done) and the keys still
+    /// queued are dropped. `Duration::ZERO` cancels at once. Without it (the default) `run`
+    /// drains completely.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use informer::workqueue::{Action, Controller, WorkQueue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let queue = WorkQueue::new();
+    /// queue.add("stuck");
+    /// let summary = Controller::new(queue, 1)
+    ///     .shutdown_grace(Duration::from_secs(1))
+    ///     .run(
+    ///         |_key| async {
+    ///             std::future::pending::<()>().await; // never finishes by itself
+    ///             Ok::<_, String>(Action::Done)
+    ///         },
+    ///         tokio::time::sleep(Duration::from_secs(5)),
+    ///     )
+    ///     .await; // returns at 6 s: shutdown at 5 s, then 1 s of grace
+    /// assert_eq!(summary.done, 0);
+    /// # }
+    /// ```
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.shutdown_grace = Some(grace);
+        self
     }
 
     /// The queue the workers drain: clone it into whatever produces keys (informer handlers).
@@ -155,7 +191,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
     /// Graceful shutdown: when `shutdown` completes (or someone shuts the queue down) the queue
     /// stops accepting keys, workers finish the keys they hold and those already queued, and
     /// `run` returns once every worker has exited, so nothing is in flight any more. A reconcile
-    /// that never returns therefore keeps `run` from returning.
+    /// that never returns therefore keeps `run` from returning, unless a
+    /// [`shutdown_grace`](Self::shutdown_grace) bounds the drain.
     ///
     /// # Panics
     ///
@@ -185,14 +222,23 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
         S: Future<Output = ()>,
     {
         let reconcile = Arc::new(reconcile);
+        // Shared, not returned by the workers: a worker cancelled after the grace period has
+        // still counted the reconciles it finished.
+        let counters = Arc::new(Counters::default());
         let mut workers = JoinSet::new();
         for _ in 0..self.workers {
-            workers.spawn(worker_loop(self.queue.clone(), Arc::clone(&reconcile)));
+            workers.spawn(worker_loop(
+                self.queue.clone(),
+                Arc::clone(&reconcile),
+                Arc::clone(&counters),
+            ));
         }
 
         let mut shutdown = pin!(shutdown);
         let mut shutdown_requested = false;
-        let mut summary = RunSummary::default();
+        // Armed when shutdown is requested with a grace period (no timer otherwise, so a
+        // runtime without the time driver is enough).
+        let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
         let mut panic = None;
         loop {
             tokio::select! {
@@ -201,10 +247,17 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
                     // Workers drain the queue and exit; waiting for all of them below is a
                     // stronger guarantee than `shut_down_with_drain` (in-flight set empty once).
                     self.queue.shut_down();
+                    grace = self.shutdown_grace.map(|limit| Box::pin(tokio::time::sleep(limit)));
+                }
+                () = async { grace.as_mut().expect("guarded").await }, if grace.is_some() => {
+                    grace = None;
+                    // Cancelled workers drop their reconcile future, whose `DoneOnDrop` marks
+                    // the key done; keys still queued stay in the (shut down) queue.
+                    workers.abort_all();
                 }
                 joined = workers.join_next() => match joined {
                     None => break,
-                    Some(Ok(worker_summary)) => summary += worker_summary,
+                    Some(Ok(())) => {}
                     Some(Err(error)) => {
                         self.queue.shut_down();
                         if error.is_panic() && panic.is_none() {
@@ -217,7 +270,26 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
         if let Some(payload) = panic {
             std::panic::resume_unwind(payload);
         }
-        summary
+        counters.summary()
+    }
+}
+
+/// Reconcile outcomes, counted by all workers of one run.
+#[derive(Default)]
+struct Counters {
+    done: AtomicU64,
+    requeued_after: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Counters {
+    fn summary(&self) -> RunSummary {
+        // Relaxed: read after every worker task was joined, which synchronises with its writes.
+        RunSummary {
+            done: self.done.load(Ordering::Relaxed),
+            requeued_after: self.requeued_after.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -234,13 +306,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Drop for DoneOnDrop<'_, K> {
     }
 }
 
-async fn worker_loop<K, R, Fut, E>(queue: WorkQueue<K>, reconcile: Arc<R>) -> RunSummary
+async fn worker_loop<K, R, Fut, E>(queue: WorkQueue<K>, reconcile: Arc<R>, counters: Arc<Counters>)
 where
     K: Clone + Eq + Hash + Send + Sync + 'static,
     R: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
 {
-    let mut summary = RunSummary::default();
+    // Relaxed increments: plain counters, read once every worker has been joined.
     while let Some(key) = queue.get().await {
         let _done = DoneOnDrop {
             queue: &queue,
@@ -249,18 +321,17 @@ where
         match reconcile(key.clone()).await {
             Ok(Action::Done) => {
                 queue.forget(&key);
-                summary.done += 1;
+                counters.done.fetch_add(1, Ordering::Relaxed);
             }
             Ok(Action::RequeueAfter(delay)) => {
                 queue.forget(&key);
                 queue.add_after(key.clone(), delay);
-                summary.requeued_after += 1;
+                counters.requeued_after.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
                 queue.add_rate_limited(key.clone());
-                summary.failed += 1;
+                counters.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
-    summary
 }

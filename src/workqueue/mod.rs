@@ -35,7 +35,11 @@
 //!   processor, unfinished work; the clock-based ones can be switched off with
 //!   [`set_timing_metrics`](WorkQueue::set_timing_metrics).
 //! * [`Controller`]: N workers running an async `reconcile(key) -> Result<Action, E>` with
-//!   graceful shutdown.
+//!   graceful shutdown (drain, or cancel after a grace period).
+//! * [`InformerController`]: a `Controller` fed by shared informers' handlers (an object's own
+//!   key, its controlling owner's key, or any key function) whose reconcile reads the object
+//!   from the informer's [`Store`](crate::store::Store); workers start once the informers have
+//!   synced.
 //!
 //! # Differences from client-go
 //!
@@ -77,11 +81,13 @@
 
 mod controller;
 mod delaying;
+mod informer_controller;
 mod metrics;
 mod queue;
 mod rate_limiter;
 
 pub use controller::{Action, Controller, RunSummary};
+pub use informer_controller::InformerController;
 pub use metrics::{DurationStats, WorkQueueMetrics};
 pub use queue::WorkQueue;
 pub use rate_limiter::{
