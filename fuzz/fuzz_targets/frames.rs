@@ -1,11 +1,13 @@
 //! Arbitrary bytes, cut at arbitrary points, through the frame decoder and the event decoder.
 //!
 //! Asserts: no panic; the frames (and decode results) of the chunked feed equal those of the one-shot
-//! feed; the decoder never holds more than the limit plus one chunk.
+//! feed; the decoder never holds more than the limit plus one chunk; the `EventDecoder` (which parses
+//! newline-terminated values in place) yields exactly what framing then decoding yields, for the
+//! one-shot and the chunked feed.
 #![no_main]
 
 use informer::frame::FrameDecoder;
-use informer::watch::{WatchEvent, decode_event};
+use informer::watch::{EventDecoder, WatchEvent, decode_event};
 use informer::{DynamicObject, Error, Pod};
 use libfuzzer_sys::fuzz_target;
 
@@ -17,6 +19,55 @@ enum Out {
     Frame(Vec<u8>, u64),
     TooLarge,
     Eof(usize),
+}
+
+/// Events of `data` cut at `cuts`, errors as their messages.
+type Events = Vec<Result<WatchEvent<Pod>, String>>;
+
+/// Framing, then decoding each frame.
+fn framed_then_decoded(data: &[u8]) -> Events {
+    let mut dec = FrameDecoder::with_max_frame(LIMIT);
+    dec.push(data);
+    let mut out = Vec::new();
+    loop {
+        match dec.next_frame() {
+            Ok(Some(f)) => out.push(decode_event::<Pod>(&f).map_err(|e| e.to_string())),
+            Ok(None) => break,
+            Err(e) => out.push(Err(e.to_string())),
+        }
+    }
+    match dec.finish() {
+        Ok(Some(f)) => out.push(decode_event::<Pod>(&f).map_err(|e| e.to_string())),
+        Ok(None) => {}
+        Err(e) => out.push(Err(e.to_string())),
+    }
+    out
+}
+
+/// The event decoder fed `data` cut at `cuts`.
+fn event_decoder(data: &[u8], cuts: &[usize]) -> Events {
+    let mut dec = EventDecoder::<Pod>::with_max_frame(LIMIT);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &end in cuts.iter().chain(std::iter::once(&data.len())) {
+        let chunk = &data[start..end];
+        start = end;
+        dec.push(chunk);
+        loop {
+            match dec.next_event() {
+                Ok(Some(e)) => out.push(Ok(e)),
+                Ok(None) => break,
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+        assert!(dec.buffered() <= LIMIT + chunk.len());
+    }
+    match dec.finish() {
+        Ok(Some(e)) => out.push(Ok(e)),
+        Ok(None) => {}
+        Err(e) => out.push(Err(e.to_string())),
+    }
+    out
 }
 
 fn run(data: &[u8], cuts: &[usize]) -> Vec<Out> {
@@ -80,4 +131,8 @@ fuzz_target!(|input: &[u8]| {
         one_shot.iter().filter(|o| matches!(o, Out::TooLarge)).count(),
         chunked.iter().filter(|o| matches!(o, Out::TooLarge)).count()
     );
+    // The fused decoder: the same events and errors, whole or cut.
+    let reference = framed_then_decoded(data);
+    assert_eq!(event_decoder(data, &[]), reference);
+    assert_eq!(event_decoder(data, &cuts), reference);
 });
