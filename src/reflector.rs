@@ -8,7 +8,7 @@
 //!
 //! # The life cycle
 //!
-//! One [`State`] enum, one transition per step (see [`Reflector::step`]):
+//! One `State` enum (private), one transition per step (`Reflector::step`):
 //!
 //! ```text
 //!            +-----------------------------------------------+
