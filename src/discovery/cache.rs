@@ -23,7 +23,7 @@ use super::{
 use crate::client::Client;
 use crate::informer::{HandlerFns, Informer, InformerFactory};
 use crate::model::{
-    EndpointSlice, Endpoints, Object, PartialObjectMetadata, Pod, Resource, Service,
+    EndpointSlice, Endpoints, Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service,
 };
 
 /// `(namespace, service)`.
@@ -394,86 +394,34 @@ impl Cache {
             inf.start_on(rt);
         }
         if let Some(inf) = &w.endpoints {
-            let me = self.me.clone();
-            let me2 = self.me.clone();
-            let me3 = self.me.clone();
-            inf.add_handler(
-                HandlerFns::new()
-                    .on_add(move |e: &Arc<Endpoints>, _| {
-                        if let Some(c) = me.upgrade() {
-                            c.service_changed(&e.metadata.namespace, &e.metadata.name);
-                        }
-                    })
-                    .on_update(move |_, e: &Arc<Endpoints>| {
-                        if let Some(c) = me2.upgrade() {
-                            c.service_changed(&e.metadata.namespace, &e.metadata.name);
-                        }
-                    })
-                    .on_delete(move |e| {
-                        if let Some(c) = me3.upgrade() {
-                            let m = e.object().meta();
-                            c.service_changed(&m.namespace, &m.name);
-                        }
-                    }),
+            notify_on_change(
+                inf,
+                &self.me,
+                |_, _| false,
+                |c, m| c.service_changed(&m.namespace, &m.name),
             );
             inf.start_on(rt);
         }
         if let Some(inf) = &w.services {
-            let me = self.me.clone();
-            let me2 = self.me.clone();
-            let me3 = self.me.clone();
-            inf.add_handler(
-                HandlerFns::new()
-                    .on_add(move |s: &Arc<Service>, _| {
-                        if let Some(c) = me.upgrade() {
-                            c.service_changed(&s.metadata.namespace, &s.metadata.name);
-                        }
-                    })
-                    .on_update(move |old: &Arc<Service>, new: &Arc<Service>| {
-                        if old.spec.ports == new.spec.ports {
-                            return;
-                        }
-                        if let Some(c) = me2.upgrade() {
-                            c.service_changed(&new.metadata.namespace, &new.metadata.name);
-                        }
-                    })
-                    .on_delete(move |s| {
-                        if let Some(c) = me3.upgrade() {
-                            let m = s.object().meta();
-                            c.service_changed(&m.namespace, &m.name);
-                        }
-                    }),
+            // Only the ports of a Service enter its instances.
+            notify_on_change(
+                inf,
+                &self.me,
+                |old: &Service, new| old.spec.ports == new.spec.ports,
+                |c, m| c.service_changed(&m.namespace, &m.name),
             );
             inf.start_on(rt);
         }
         if let Some(inf) = &w.pods {
-            let me = self.me.clone();
-            let me2 = self.me.clone();
-            let me3 = self.me.clone();
-            inf.add_handler(
-                HandlerFns::new()
-                    .on_add(move |p: &Arc<PartialObjectMetadata>, _| {
-                        if let Some(c) = me.upgrade() {
-                            c.pod_changed(p.meta().key());
-                        }
-                    })
-                    .on_update(
-                        move |old: &Arc<PartialObjectMetadata>,
-                              new: &Arc<PartialObjectMetadata>| {
-                            let (o, n) = (old.meta(), new.meta());
-                            if o.labels == n.labels && o.annotations == n.annotations {
-                                return;
-                            }
-                            if let Some(c) = me2.upgrade() {
-                                c.pod_changed(n.key());
-                            }
-                        },
-                    )
-                    .on_delete(move |p| {
-                        if let Some(c) = me3.upgrade() {
-                            c.pod_changed(p.key());
-                        }
-                    }),
+            // Only the labels and annotations of a Pod enter its instances' metadata.
+            notify_on_change(
+                inf,
+                &self.me,
+                |old: &PartialObjectMetadata, new| {
+                    old.metadata.labels == new.metadata.labels
+                        && old.metadata.annotations == new.metadata.annotations
+                },
+                |c, m| c.pod_changed(m.key()),
             );
             inf.start_on(rt);
         }
@@ -713,6 +661,34 @@ pub(crate) fn snapshot(
         truncated: m.truncated,
         freshness,
     }
+}
+
+/// Registers a handler on `inf` that calls `changed(cache, metadata)` for every add and delete,
+/// and for every update unless `unchanged(old, new)`: the Services, Endpoints and Pods handlers
+/// differ only in those two functions.
+fn notify_on_change<T: Object + Clone>(
+    inf: &Informer<T>,
+    me: &Weak<Cache>,
+    unchanged: fn(&T, &T) -> bool,
+    changed: fn(&Cache, &ObjectMeta),
+) {
+    let me = me.clone();
+    let call = Arc::new(move |m: &ObjectMeta| {
+        if let Some(c) = me.upgrade() {
+            changed(&c, m);
+        }
+    });
+    let (on_add, on_update, on_delete) = (call.clone(), call.clone(), call);
+    inf.add_handler(
+        HandlerFns::new()
+            .on_add(move |o: &Arc<T>, _| on_add(o.meta()))
+            .on_update(move |old: &Arc<T>, new: &Arc<T>| {
+                if !unchanged(old, new) {
+                    on_update(new.meta());
+                }
+            })
+            .on_delete(move |d| on_delete(d.object().meta())),
+    );
 }
 
 fn service_of(slice: &EndpointSlice) -> Option<&str> {
