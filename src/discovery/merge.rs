@@ -8,8 +8,8 @@ use std::sync::Arc;
 use super::snapshot::{Instance, InstanceMetadata, ServiceState, TopologyFilter};
 use super::{DiscoveryOptions, IpFamilyPreference, MANAGED_BY_LABEL, OVER_CAPACITY_ANNOTATION};
 use crate::model::{
-    EndpointAddress, EndpointSlice, Endpoints, ForName, ObjectReference, PartialObjectMetadata,
-    Service,
+    EndpointAddress, EndpointPort, EndpointSlice, Endpoints, ForName, ObjectReference,
+    PartialObjectMetadata, Service,
 };
 
 /// A slice with the local observation sequence of its latest add/update (0 when unknown).
@@ -59,20 +59,9 @@ pub(crate) fn from_slices(slices: &[ObservedSlice], ctx: &MergeContext<'_>) -> M
                 continue;
             }
         }
-        let Some(port) = slice
-            .ports
-            .iter()
-            .find(|p| p.name.as_deref().unwrap_or("") == ctx.port_name)
-        else {
+        let Some((number, app_protocol)) = selected_port(&slice.ports, ctx) else {
             continue;
         };
-        let Some(number) = port.port.and_then(|n| u16::try_from(n).ok()) else {
-            continue;
-        };
-        let app_protocol = port
-            .app_protocol
-            .clone()
-            .or_else(|| service_app_protocol(ctx));
         for ep in &slice.endpoints {
             let Some(address) = ep.addresses.first().and_then(|a| a.parse::<IpAddr>().ok()) else {
                 continue;
@@ -112,6 +101,20 @@ pub(crate) fn from_slices(slices: &[ObservedSlice], ctx: &MergeContext<'_>) -> M
     select(candidates, ctx.options, false)
 }
 
+/// The port named `ctx.port_name` among `ports` (an EndpointSlice's or an Endpoints subset's): its
+/// number, and its appProtocol or else the Service port's.
+fn selected_port(ports: &[EndpointPort], ctx: &MergeContext<'_>) -> Option<(u16, Option<String>)> {
+    let port = ports
+        .iter()
+        .find(|p| p.name.as_deref().unwrap_or("") == ctx.port_name)?;
+    let number = port.port.and_then(|n| u16::try_from(n).ok())?;
+    let app_protocol = port
+        .app_protocol
+        .clone()
+        .or_else(|| service_app_protocol(ctx));
+    Some((number, app_protocol))
+}
+
 /// The same rules over a v1 Endpoints object (no conditions beyond ready / not ready, no zones,
 /// no hints).
 pub(crate) fn from_endpoints(endpoints: &Endpoints, ctx: &MergeContext<'_>) -> Merged {
@@ -126,20 +129,9 @@ pub(crate) fn from_endpoints(endpoints: &Endpoints, ctx: &MergeContext<'_>) -> M
     }
     let mut unique: BTreeMap<(IpAddr, u16), Candidate> = BTreeMap::new();
     for subset in &endpoints.subsets {
-        let Some(port) = subset
-            .ports
-            .iter()
-            .find(|p| p.name.as_deref().unwrap_or("") == ctx.port_name)
-        else {
+        let Some((number, app_protocol)) = selected_port(&subset.ports, ctx) else {
             continue;
         };
-        let Some(number) = port.port.and_then(|n| u16::try_from(n).ok()) else {
-            continue;
-        };
-        let app_protocol = port
-            .app_protocol
-            .clone()
-            .or_else(|| service_app_protocol(ctx));
         let all = subset
             .addresses
             .iter()
