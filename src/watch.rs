@@ -442,34 +442,33 @@ where
 
     /// The next event; `None` once the body ended cleanly.
     pub async fn next(&mut self) -> Option<Result<WatchEvent<T>>> {
-        loop {
-            match self.events.next_event() {
-                Ok(Some(event)) => return Some(Ok(event)),
-                Ok(None) => {}
-                Err(e) => return Some(Err(e)),
-            }
-            if let Err(e) = self.receive().await? {
-                return Some(Err(e));
-            }
-            if self.ended {
-                return self.events.finish().transpose();
-            }
-        }
+        self.pull(EventDecoder::next_event, EventDecoder::finish)
+            .await
     }
 
     /// The next raw frame, undecoded (for callers that decode themselves).
     pub async fn next_frame(&mut self) -> Option<Result<Frame>> {
+        self.pull(EventDecoder::next_frame, |d| d.frames.finish())
+            .await
+    }
+
+    /// Takes the next item out of the decoder with `take`, receiving more of the body while there
+    /// is none; at the end of the body, `finish` gives the last item or the error of an end
+    /// mid-value.
+    async fn pull<X>(
+        &mut self,
+        take: fn(&mut EventDecoder<T>) -> Result<Option<X>>,
+        finish: fn(&mut EventDecoder<T>) -> Result<Option<X>>,
+    ) -> Option<Result<X>> {
         loop {
-            match self.events.next_frame() {
-                Ok(Some(frame)) => return Some(Ok(frame)),
-                Ok(None) => {}
-                Err(e) => return Some(Err(e)),
+            if let Some(item) = take(&mut self.events).transpose() {
+                return Some(item);
             }
             if let Err(e) = self.receive().await? {
                 return Some(Err(e));
             }
             if self.ended {
-                return self.events.frames.finish().transpose();
+                return finish(&mut self.events).transpose();
             }
         }
     }
