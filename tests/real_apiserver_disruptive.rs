@@ -7,34 +7,17 @@
 #[macro_use]
 mod support;
 
-use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use hyper::Method;
 use informer::watch::WatchEvent;
-use informer::{Api, Client, ConfigMap, Informer, ListParams, Object, VersionMatch, WatchParams};
+use informer::{Api, Client, ConfigMap, Informer, ListParams, VersionMatch, WatchParams};
 use serde_json::json;
 use support::*;
 
 /// One disruptive test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-async fn server_state(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
-    let list = cms.list(&ListParams::default()).await.unwrap();
-    list.items
-        .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
-        .collect()
-}
-
-fn store_state(inf: &Informer<ConfigMap>) -> BTreeMap<String, String> {
-    inf.store()
-        .list()
-        .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
-        .collect()
-}
 
 #[tokio::test]
 async fn compaction_expires_continue_tokens_and_exact_lists_but_not_the_watch_cache() {

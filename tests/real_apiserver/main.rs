@@ -567,23 +567,6 @@ impl EventHandler<ConfigMap> for Mirror {
     }
 }
 
-/// key -> resourceVersion, as the server lists it now.
-async fn server_state(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
-    let list = cms.list(&ListParams::default()).await.unwrap();
-    list.items
-        .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
-        .collect()
-}
-
-fn store_state(inf: &Informer<ConfigMap>) -> BTreeMap<String, String> {
-    inf.store()
-        .list()
-        .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_converges_while_objects_are_written_concurrently() {
     let real = real_or_skip!("informer_converges_while_objects_are_written_concurrently");

@@ -3,6 +3,7 @@
 //! polling, and etcd compaction.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -11,7 +12,9 @@ use bytes::Bytes;
 use hyper::Method;
 use informer::config::parse_certificates;
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::{Auth, Client, Config, Identity, Secret};
+use informer::{
+    Api, Auth, Client, Config, ConfigMap, Identity, Informer, ListParams, Object, Secret,
+};
 use serde_json::{Value, json};
 
 /// How to run the suite, printed by every test that skips.
@@ -238,4 +241,22 @@ pub fn compact_etcd(real: &Real, rev: u64) {
         out.status.success() || stderr.contains("required revision has been compacted"),
         "etcdctl compact {rev}: {stderr}"
     );
+}
+
+/// key -> resourceVersion, as the server lists it now.
+pub async fn server_state(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
+    let list = cms.list(&ListParams::default()).await.unwrap();
+    list.items
+        .iter()
+        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
+        .collect()
+}
+
+/// key -> resourceVersion, as the informer's store holds it now.
+pub fn store_state(inf: &Informer<ConfigMap>) -> BTreeMap<String, String> {
+    inf.store()
+        .list()
+        .iter()
+        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
+        .collect()
 }
