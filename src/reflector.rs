@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 use crate::Object;
 use crate::client::{Api, ListParams, VersionMatch, WatchParams};
 use crate::error::Error;
-use crate::fifo::{DeletedObject, Delta, DeltaFifo};
-use crate::watch::{WatchEvent, WatchStream};
+use crate::fifo::{DeletedObject, Delta, DeltaFifo, RawDelta};
+use crate::watch::{RawEvent, WatchEvent, WatchStream};
 
 /// A function applied to every object once, before it is queued (e.g. drop managedFields).
 pub type Transform<T> = Arc<dyn Fn(T) -> T + Send + Sync>;
@@ -286,6 +286,8 @@ impl<T: Object + Clone> Reflector<T> {
 
     /// Applies `f` to every object once, before it is queued.
     pub fn with_transform(mut self, f: Transform<T>) -> Self {
+        // Watch events reach the fifo undecoded: it applies the transform when it decodes them.
+        self.fifo.set_transform(f.clone());
         self.transform = Some(f);
         self
     }
@@ -344,14 +346,14 @@ impl<T: Object + Clone> Reflector<T> {
                     .options
                     .idle_timeout
                     .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
-                match tokio::time::timeout(idle, stream.next()).await {
+                match tokio::time::timeout(idle, stream.next_raw()).await {
                     Err(_) => {
                         self.fail(&Error::Timeout(format!(
                             "watch sent nothing for {idle:?}; treating it as dead"
                         )));
                         State::Watch
                     }
-                    Ok(Some(Ok(event))) => match self.handle_event(event) {
+                    Ok(Some(Ok(event))) => match self.handle_raw_event(event).await {
                         Handled::Continue => State::Watching {
                             stream,
                             opened,
@@ -421,7 +423,7 @@ impl<T: Object + Clone> Reflector<T> {
                         .into_iter()
                         .map(|o| Arc::new(self.transformed(o)))
                         .collect();
-                    if !self.fifo.relist_page(items) {
+                    if !self.fifo.relist_page_async(items).await {
                         return State::Stopped;
                     }
                     if page.metadata.continue_token.is_empty() {
@@ -527,7 +529,10 @@ impl<T: Object + Clone> Reflector<T> {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             page.push(Arc::new(self.transformed(o)));
                             if page.len() >= self.options.page_size as usize
-                                && !self.fifo.relist_page(std::mem::take(&mut page))
+                                && !self
+                                    .fifo
+                                    .relist_page_async(std::mem::take(&mut page))
+                                    .await
                             {
                                 return State::Stopped;
                             }
@@ -656,7 +661,44 @@ impl<T: Object + Clone> Reflector<T> {
         }
     }
 
-    /// Queues one event (R15, R16). Per event: one health lock, and the version copied into
+    /// Queues one watch event. Object events go to the fifo as raw JSON, decoded there only if they
+    /// survive coalescing; the push waits while the fifo is full, so a slow consumer slows the
+    /// reading of the watch (back-pressure) instead of growing memory. A raw object that the fifo
+    /// could not decode means the store missed an event: relist (R22).
+    async fn handle_raw_event(&mut self, event: RawEvent<T>) -> Handled<T> {
+        let delta = match event {
+            RawEvent::Added(o) => RawDelta::Added(o),
+            RawEvent::Modified(o) => RawDelta::Modified(o),
+            RawEvent::Deleted(o) => RawDelta::Deleted(o),
+            RawEvent::Decoded(event) => return self.handle_event(event),
+        };
+        let rv = delta.object().resource_version();
+        if !rv.is_empty() {
+            self.last_rv.clear();
+            self.last_rv.push_str(rv);
+        }
+        if !self.fifo.push_raw(delta).await {
+            return Handled::Then(State::Stopped);
+        }
+        if let Some(e) = self.fifo.take_decode_error() {
+            self.fail(&e);
+            return Handled::Then(self.backoff_then(State::Relist, &e));
+        }
+        self.event_taken();
+        Handled::Continue
+    }
+
+    /// Records a watch event in the health snapshot: one lock, and the version copied into a
+    /// buffer that is reused.
+    fn event_taken(&self) {
+        let mut h = self.health.lock().unwrap();
+        h.events += 1;
+        h.last_event = Some(Instant::now());
+        h.resource_version.clone_from(&self.last_rv);
+        h.consecutive_failures = 0;
+    }
+
+    /// Queues one decoded event (R15, R16). Per event: one health lock, and the version copied into
     /// buffers that are reused (no allocation beyond the object's own `Arc`).
     fn handle_event(&mut self, event: WatchEvent<T>) -> Handled<T> {
         let delta = match event {
@@ -695,11 +737,7 @@ impl<T: Object + Clone> Reflector<T> {
                 return Handled::Then(State::Stopped);
             }
         }
-        let mut h = self.health.lock().unwrap();
-        h.events += 1;
-        h.last_event = Some(Instant::now());
-        h.resource_version.clone_from(&self.last_rv);
-        h.consecutive_failures = 0;
+        self.event_taken();
         Handled::Continue
     }
 

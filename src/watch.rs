@@ -267,6 +267,269 @@ struct BookmarkMeta {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Raw events: the object kept as JSON, with the few metadata fields the fifo coalesces on.
+
+/// A byte range of a [`RawObject`]'s JSON (start, length): names are DNS labels and versions digits,
+/// so they sit in the JSON unescaped and need no copy of their own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Span(u32, u32);
+
+/// The object of an `ADDED`, `MODIFIED` or `DELETED` event, kept as its JSON until it is needed.
+///
+/// Only `metadata.namespace`, `name`, `uid` and `resourceVersion` are read when the event arrives
+/// (what the fifo needs to coalesce events by key); the object is decoded into its type only if it
+/// survives coalescing, with [`decode`](Self::decode). The JSON is an exact-size copy of the
+/// object's bytes: a slice of the receive buffer would pin the whole buffer for as long as the event
+/// waits in the fifo.
+///
+/// ```
+/// use informer::{watch::{EventDecoder, RawEvent}, Pod};
+/// let mut dec = EventDecoder::<Pod>::new();
+/// dec.push(b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"}}}\n");
+/// let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else { panic!() };
+/// assert_eq!((raw.key().as_str(), raw.resource_version()), ("ns/a", "7"));
+/// let pod: Pod = raw.decode().unwrap();
+/// assert_eq!(pod.metadata.name, "a");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct RawObject {
+    json: Bytes,
+    /// Stream offset of the object's first byte (for decode errors).
+    offset: u64,
+    namespace: Span,
+    name: Span,
+    uid: Span,
+    resource_version: Span,
+}
+
+impl fmt::Debug for RawObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RawObject")
+            .field("key", &self.key())
+            .field("resource_version", &self.resource_version())
+            .field("bytes", &self.json.len())
+            .finish()
+    }
+}
+
+impl RawObject {
+    fn span(&self, s: Span) -> &str {
+        let (start, len) = (s.0 as usize, s.1 as usize);
+        // Checked when the span was made (a borrowed `&str` of this JSON): never fails.
+        std::str::from_utf8(&self.json[start..start + len]).unwrap_or_default()
+    }
+
+    /// The object's JSON, as received.
+    pub fn json(&self) -> &[u8] {
+        &self.json
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.span(self.name)
+    }
+
+    /// `metadata.namespace` (empty for cluster-scoped objects).
+    pub fn namespace(&self) -> &str {
+        self.span(self.namespace)
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> &str {
+        self.span(self.uid)
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> &str {
+        self.span(self.resource_version)
+    }
+
+    /// The cache key, `namespace/name` (or `name`).
+    pub fn key(&self) -> String {
+        let mut key = String::new();
+        self.write_key(&mut key);
+        key
+    }
+
+    /// Writes the cache key into `buf` (cleared first).
+    pub(crate) fn write_key(&self, buf: &mut String) {
+        buf.clear();
+        let ns = self.namespace();
+        if !ns.is_empty() {
+            buf.push_str(ns);
+            buf.push('/');
+        }
+        buf.push_str(self.name());
+    }
+
+    /// Decodes the object into its type; [`Error::Decode`] names the stream offset of the problem.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        serde_json::from_slice(&self.json).map_err(|e| decode_error(&self.json, self.offset, &e))
+    }
+}
+
+/// A watch event whose object, if it has one, is still JSON: see [`EventDecoder::next_raw`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum RawEvent<T> {
+    Added(RawObject),
+    Modified(RawObject),
+    Deleted(RawObject),
+    /// Any other event, decoded at once: `BOOKMARK`, `ERROR`, or an object event whose metadata
+    /// could not be read without decoding it (escaped names, pretty-printed JSON).
+    Decoded(WatchEvent<T>),
+}
+
+/// `{"type":...,"object":...}` with the object left unparsed (but validated), in either order.
+#[derive(Deserialize)]
+struct RawEnvelope<'a> {
+    #[serde(rename = "type")]
+    ty: EventType,
+    #[serde(borrow)]
+    object: &'a serde_json::value::RawValue,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier)]
+enum ObjectKey {
+    #[serde(rename = "metadata")]
+    Metadata,
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "camelCase")]
+enum MetaKey {
+    Name,
+    Namespace,
+    Uid,
+    ResourceVersion,
+    #[serde(other)]
+    Other,
+}
+
+/// The metadata spans of an object; `None` stops the parse early once `metadata` was read.
+struct MetaSkim<'a> {
+    base: usize,
+    out: &'a mut Option<[Span; 4]>,
+}
+
+/// The error that ends a skim after `metadata`: the rest of the object is not parsed.
+const SKIM_DONE: &str = "metadata read";
+
+impl<'de> Visitor<'de> for MetaSkim<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<ObjectKey>()? {
+            match key {
+                ObjectKey::Metadata => {
+                    let spans = map.next_value_seed(MetaSpans { base: self.base })?;
+                    *self.out = Some(spans);
+                    return Err(de::Error::custom(SKIM_DONE));
+                }
+                ObjectKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        *self.out = Some([Span::default(); 4]);
+        Ok(())
+    }
+}
+
+/// `metadata`: namespace, name, uid and resourceVersion as spans of the object's JSON.
+struct MetaSpans {
+    base: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for MetaSpans {
+    type Value = [Span; 4];
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<[Span; 4], D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetaSpans {
+    type Value = [Span; 4];
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("object metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<[Span; 4], A::Error> {
+        let mut spans = [Span::default(); 4];
+        while let Some(key) = map.next_key::<MetaKey>()? {
+            let slot = match key {
+                MetaKey::Namespace => 0,
+                MetaKey::Name => 1,
+                MetaKey::Uid => 2,
+                MetaKey::ResourceVersion => 3,
+                MetaKey::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            // Borrowed: fails for an escaped string, and the caller then decodes the event fully.
+            let s: &'de str = map.next_value()?;
+            let start = (s.as_ptr() as usize).wrapping_sub(self.base);
+            spans[slot] = Span(
+                u32::try_from(start).map_err(de::Error::custom)?,
+                u32::try_from(s.len()).map_err(de::Error::custom)?,
+            );
+        }
+        Ok(spans)
+    }
+}
+
+/// Reads an `ADDED`/`MODIFIED`/`DELETED` event's envelope and its object's metadata, copying the
+/// object's JSON. `None` when this fast path does not apply: another event type, invalid JSON, an
+/// object that is not a JSON object, escaped metadata strings. The caller then decodes the event
+/// fully, which gives the event or the error `decode_event` gives.
+fn skim<T>(env: RawEnvelope<'_>, envelope_offset: u64, envelope: &[u8]) -> Option<RawEvent<T>> {
+    if !matches!(
+        env.ty,
+        EventType::Added | EventType::Modified | EventType::Deleted
+    ) {
+        return None;
+    }
+    let obj = env.object.get().as_bytes();
+    let mut out = None;
+    let mut de = serde_json::Deserializer::from_slice(obj);
+    // `out` is set only once `metadata` was read in full (or the object has none), and then the
+    // result is our own early stop (or `Ok`): the envelope's parse already validated the object.
+    let _stopped = de.deserialize_map(MetaSkim {
+        base: obj.as_ptr() as usize,
+        out: &mut out,
+    });
+    let [namespace, name, uid, resource_version] = out?;
+    let offset = envelope_offset + (obj.as_ptr() as usize - envelope.as_ptr() as usize) as u64;
+    let raw = RawObject {
+        json: Bytes::copy_from_slice(obj),
+        offset,
+        namespace,
+        name,
+        uid,
+        resource_version,
+    };
+    Some(match env.ty {
+        EventType::Added => RawEvent::Added(raw),
+        EventType::Modified => RawEvent::Modified(raw),
+        _ => RawEvent::Deleted(raw),
+    })
+}
+
+/// [`skim`] of a framed value.
+fn skim_frame<T>(frame: &Frame) -> Option<RawEvent<T>> {
+    let env = serde_json::from_slice::<RawEnvelope>(&frame.bytes).ok()?;
+    skim(env, frame.offset, &frame.bytes)
+}
+
+// ---------------------------------------------------------------------------------------------------
 // The event decoder: framing and decoding in one pass where the stream allows it.
 
 /// Turns received bytes into typed events: a [`FrameDecoder`] and [`decode_event`] in one, and
@@ -382,6 +645,36 @@ impl<T: Object> EventDecoder<T> {
         }
     }
 
+    /// The next event with its object left as JSON ([`RawEvent`]): the envelope is validated and
+    /// the object's metadata read, but the object is decoded only when the caller asks
+    /// ([`RawObject::decode`]). Events the fast path does not take come decoded, and errors are
+    /// those of [`next_event`](Self::next_event), at the same offsets; an object that is valid
+    /// JSON but not a valid `T` is found only when it is decoded.
+    pub fn next_raw(&mut self) -> Result<Option<RawEvent<T>>> {
+        if let Some((bytes, offset)) = self.frames.unscanned_value()
+            && offset < self.newline_end
+        {
+            let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<RawEnvelope>();
+            if let Some(Ok(env)) = values.next() {
+                let len = values.byte_offset();
+                if let Some(event) = skim(env, offset, bytes) {
+                    self.frames.skip_parsed(len)?;
+                    return Ok(Some(event));
+                }
+            }
+            // Not for the fast path: decode it as `next_event` does (it parses the value at most
+            // once more, then frames it).
+            return Ok(self.next_event()?.map(RawEvent::Decoded));
+        }
+        match self.frames.next_frame()? {
+            Some(frame) => match skim_frame(&frame) {
+                Some(event) => Ok(Some(event)),
+                None => decode_event(&frame).map(|e| Some(RawEvent::Decoded(e))),
+            },
+            None => Ok(None),
+        }
+    }
+
     /// The next value framed but not decoded (for callers that decode themselves).
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
         self.frames.next_frame()
@@ -444,6 +737,15 @@ where
     pub async fn next(&mut self) -> Option<Result<WatchEvent<T>>> {
         self.pull(EventDecoder::next_event, EventDecoder::finish)
             .await
+    }
+
+    /// The next event with its object left as JSON (see [`EventDecoder::next_raw`]); `None` once
+    /// the body ended cleanly.
+    pub async fn next_raw(&mut self) -> Option<Result<RawEvent<T>>> {
+        self.pull(EventDecoder::next_raw, |d| {
+            d.finish().map(|e| e.map(RawEvent::Decoded))
+        })
+        .await
     }
 
     /// The next raw frame, undecoded (for callers that decode themselves).

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::model::Object;
+use crate::watch::RawObject;
 
 /// What happened to a key.
 ///
@@ -161,4 +162,31 @@ pub trait KnownObjects<T>: Send + Sync {
     fn get_by_key(&self, key: &str) -> Option<Arc<T>>;
     /// Calls `f` with every stored key.
     fn for_each_key(&self, f: &mut dyn FnMut(&str));
+}
+
+/// A watch event whose object is still JSON, for [`DeltaFifo::push_raw`](super::DeltaFifo::push_raw):
+/// the object is decoded only if it survives coalescing.
+///
+/// ```
+/// use informer::{fifo::RawDelta, watch::{EventDecoder, RawEvent}, Pod};
+/// let mut dec = EventDecoder::<Pod>::new();
+/// dec.push(b"{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
+/// let Some(RawEvent::Deleted(raw)) = dec.next_raw().unwrap() else { panic!() };
+/// let delta = RawDelta::Deleted(raw);
+/// assert_eq!(delta.object().name(), "a");
+/// ```
+#[derive(Clone, Debug)]
+pub enum RawDelta {
+    Added(RawObject),
+    Modified(RawObject),
+    Deleted(RawObject),
+}
+
+impl RawDelta {
+    /// The event's object.
+    pub fn object(&self) -> &RawObject {
+        match self {
+            RawDelta::Added(o) | RawDelta::Modified(o) | RawDelta::Deleted(o) => o,
+        }
+    }
 }

@@ -19,6 +19,18 @@
 //! by a producer only while the consumer is asleep, and the consumer holds it only to check `epoch`
 //! and go to sleep (a few instructions), never while it processes anything.
 //!
+//! # Room (back-pressure)
+//! `queued` counts the weight of inputs pushed and not yet popped (a producer adds before pushing,
+//! the consumer subtracts after popping). An async producer that must not overfill the inbox calls
+//! `wait_for_room`: it creates a `room.notified()` future, then reads `queued`, and sleeps only if
+//! it is still at capacity; the consumer calls `room_made` (`notify_waiters`) after every drain. No
+//! lost wake-up: a `Notified` future sees every `notify_waiters` made after its creation, and its
+//! creation reads the notifier's state, which `notify_waiters` updates with release/acquire
+//! atomics; so either the notification comes after the creation (and wakes the producer), or the
+//! consumer's subtraction, which precedes its notification, happens-before the re-read.
+//! A producer can overshoot the capacity by one input (and several producers by one each): the
+//! bound is on waiting, not on a reservation.
+//!
 //! Under `--cfg informer_loom` the queue is a loom `Mutex<VecDeque>`, a linearizable stand-in for
 //! crossbeam's `SegQueue` (which is linearizable too); loom then checks the protocol above and
 //! everything built on it. The async wait (tokio's `Notify`) is not built under loom.
@@ -50,6 +62,11 @@ pub(crate) struct Inbox<E> {
     cond: Condvar,
     #[cfg(not(informer_loom))]
     notify: tokio::sync::Notify,
+    /// Weight of the inputs pushed and not yet popped (see "Room").
+    queued: AtomicUsize,
+    /// Producers waiting for room (see "Room").
+    #[cfg(not(informer_loom))]
+    room: tokio::sync::Notify,
 }
 
 impl<E> Inbox<E> {
@@ -62,12 +79,18 @@ impl<E> Inbox<E> {
             cond: Condvar::new(),
             #[cfg(not(informer_loom))]
             notify: tokio::sync::Notify::new(),
+            queued: AtomicUsize::new(0),
+            #[cfg(not(informer_loom))]
+            room: tokio::sync::Notify::new(),
         }
     }
 
     /// Pushes an input and wakes a sleeping consumer. Never blocks unless the consumer is asleep, and
     /// then only for the consumer's few-instruction critical section.
-    pub(crate) fn push(&self, input: E) {
+    pub(crate) fn push(&self, input: E, weight: usize) {
+        // Relaxed: only `wait_for_room` reads it, as a bound that may be overshot (module docs).
+        self.queued
+            .fetch_add(weight, std::sync::atomic::Ordering::Relaxed);
         #[cfg(informer_loom)]
         self.queue.lock().unwrap().push_back(input);
         #[cfg(not(informer_loom))]
@@ -87,12 +110,43 @@ impl<E> Inbox<E> {
         }
     }
 
-    /// Takes the oldest input, if any. Consumer only.
-    pub(crate) fn try_pop(&self) -> Option<E> {
+    /// Takes the oldest input, if any, and takes its `weight` off the queued total. Consumer only.
+    pub(crate) fn try_pop(&self, weight: impl Fn(&E) -> usize) -> Option<E> {
         #[cfg(informer_loom)]
-        return self.queue.lock().unwrap().pop_front();
+        let input = self.queue.lock().unwrap().pop_front()?;
         #[cfg(not(informer_loom))]
-        return self.queue.pop();
+        let input = self.queue.pop()?;
+        // Relaxed: see `push`; the wake-up of a waiting producer goes through `room_made`.
+        self.queued
+            .fetch_sub(weight(&input), std::sync::atomic::Ordering::Relaxed);
+        Some(input)
+    }
+
+    /// Waits until fewer than `capacity` units are queued, or `closed()` is true. Cancel-safe.
+    #[cfg(not(informer_loom))]
+    pub(crate) async fn wait_for_room(&self, capacity: usize, closed: impl Fn() -> bool) {
+        use std::sync::atomic::Ordering::Relaxed;
+        // Fast path: room (Relaxed: a bound, module docs).
+        if self.queued.load(Relaxed) < capacity {
+            return;
+        }
+        loop {
+            let notified = self.room.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Created before the check: see "Room" in the module docs. (Relaxed suffices: the
+            // notifier's state orders the consumer's subtraction before this read, or wakes us.)
+            notified.as_mut().enable();
+            if self.queued.load(Relaxed) < capacity || closed() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Wakes producers waiting for room (after the consumer popped something, or went away).
+    pub(crate) fn room_made(&self) {
+        #[cfg(not(informer_loom))]
+        self.room.notify_waiters();
     }
 
     /// Whether the queue is empty right now (step (b) of the protocol). Consumer only.

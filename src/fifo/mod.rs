@@ -27,18 +27,34 @@
 //!   is exactly the server's state at a resourceVersion (nothing else pending, no relist running);
 //!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.
 //!
+//! # Raw events: decode only what survives
+//! [`DeltaFifo::push_raw`] takes a watch event whose object is still JSON ([`RawObject`]: the bytes
+//! plus the key, uid and resourceVersion read from its metadata). It is coalesced like any other
+//! event and decoded into `T` (and transformed) only when its key is handed out, so an event that a
+//! newer one replaces is never decoded ([`FifoMetrics::decodes_saved`]). An object that is not a
+//! valid `T` is dropped from the pop, counted in [`FifoMetrics::decode_errors`] and reported to the
+//! producer ([`DeltaFifo::take_decode_error`]), which must relist: until a relist ends, pops report
+//! no caught-up resourceVersion.
+//!
+//! # Back-pressure
+//! [`DeltaFifo::push_raw`] and [`DeltaFifo::relist_page_async`] wait while the inbox holds
+//! [`DeltaFifo::capacity`] or more undrained objects, so a consumer that falls behind slows the watch
+//! reader and the unread stream waits in the socket, not in memory. Everything the consumer drains
+//! is coalesced into at most one entry per key, so memory is O(keys) + capacity whatever the ratio
+//! of producer to consumer speed. The synchronous pushes ([`DeltaFifo::push`] and the relist calls)
+//! never wait, for callers that are not async; they count against the capacity all the same.
+//!
 //! # Concurrency
-//! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and never
-//! wait for the consumer (see `inbox.rs` for the wake-up protocol and its orderings; `relist_page`
-//! also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
+//! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and,
+//! the bounded async pushes aside, never wait for the consumer (see `inbox.rs` for the wake-up
+//! protocol and its orderings; `relist_page` also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
 //! state outright, so coalescing takes no lock at all. Before handing out a key it drains the inbox
 //! (up to [`DRAIN_BATCH`] inputs per pop), so the store it compares against always reflects every
 //! delta it handed out before (the previous [`Popped`] must be dropped before the next pop; the
 //! borrow checker enforces it).
 //!
-//! Memory: the coalesced state is O(distinct keys). Raw inputs not yet drained are bounded by what
-//! producers push between two pops (while one popped item is processed); a consumer stalled for long
-//! lets that backlog grow, which [`FifoMetrics::backlog`] exposes.
+//! Memory: the coalesced state is O(distinct keys). Inputs not yet drained are bounded by the
+//! capacity for the async pushes (see Back-pressure); [`FifoMetrics::backlog`] exposes them.
 
 mod delta;
 mod inbox;
@@ -51,23 +67,39 @@ use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 #[cfg(not(informer_loom))]
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
+use crate::error::Error;
 use crate::model::Object;
-pub use delta::{DeletedObject, Delta, KnownObjects};
+use crate::reflector::Transform;
+use crate::watch::RawObject;
+pub use delta::{DeletedObject, Delta, KnownObjects, RawDelta};
 use inbox::Inbox;
-use pending::Pending;
+use pending::{Change, Held, Pending};
 
 /// Most raw inputs the consumer drains before handing out a key, so a fast producer cannot keep the
 /// consumer draining forever.
 pub const DRAIN_BATCH: usize = 4096;
 
+/// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
 /// Raw producer input, in push order.
 enum Input<T> {
-    Event(Delta<T>),
+    Event(Change<T>),
     BeginRelist,
     Page(Vec<Arc<T>>),
     EndRelist,
     Bookmark(String),
     Close,
+}
+
+impl<T> Input<T> {
+    /// What the input counts against the capacity: its objects (at least 1).
+    fn weight(&self) -> usize {
+        match self {
+            Input::Page(items) => items.len().max(1),
+            _ => 1,
+        }
+    }
 }
 
 /// A snapshot of the fifo's counters.
@@ -89,17 +121,34 @@ pub struct FifoMetrics {
     pub depth: usize,
     /// Raw inputs pushed but not yet drained by the consumer (approximate while pushes run).
     pub backlog: usize,
+    /// Watch events taken in as raw JSON ([`DeltaFifo::push_raw`]).
+    pub raw_received: u64,
+    /// Raw events decoded into `T` because they were handed out.
+    pub decoded: u64,
+    /// Raw events never decoded: replaced by newer events or dropped as stale (pending ones aside).
+    pub decodes_saved: u64,
+    /// Raw events that were not a valid `T` (each one also reported to the producer).
+    pub decode_errors: u64,
 }
 
 struct Shared<T> {
     inbox: Inbox<Input<T>>,
     known: Arc<dyn KnownObjects<T>>,
+    capacity: usize,
+    /// Applied to raw objects once decoded (the producer applies it to what it decodes itself).
+    transform: std::sync::OnceLock<Transform<T>>,
+    /// A raw object failed to decode; `decode_error` holds the first such error not yet taken.
+    decode_failed: AtomicBool,
+    decode_error: std::sync::Mutex<Option<Error>>,
     closed: AtomicBool,
     synced: AtomicBool,
     drained: AtomicUsize,
     received: AtomicU64,
     coalesced: AtomicU64,
     dropped_stale: AtomicU64,
+    raw_received: AtomicU64,
+    decoded: AtomicU64,
+    decode_errors: AtomicU64,
     depth: AtomicUsize,
 }
 
@@ -141,15 +190,37 @@ impl<T: Object> DeltaFifo<T> {
     /// # drop(consumer);
     /// ```
     pub fn new(known: Arc<dyn KnownObjects<T>>) -> (DeltaFifo<T>, FifoConsumer<T>) {
+        Self::with_capacity(known, DEFAULT_CAPACITY)
+    }
+
+    /// Like [`new`](Self::new), with the number of undrained objects at which the async pushes
+    /// wait (at least 1).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, _consumer) = DeltaFifo::with_capacity(Arc::new(Store::<Pod>::new()), 64);
+    /// assert_eq!(fifo.capacity(), 64);
+    /// ```
+    pub fn with_capacity(
+        known: Arc<dyn KnownObjects<T>>,
+        capacity: usize,
+    ) -> (DeltaFifo<T>, FifoConsumer<T>) {
         let shared = Arc::new(Shared {
             inbox: Inbox::new(),
             known,
+            capacity: capacity.max(1),
+            transform: std::sync::OnceLock::new(),
+            decode_failed: AtomicBool::new(false),
+            decode_error: std::sync::Mutex::new(None),
             closed: AtomicBool::new(false),
             synced: AtomicBool::new(false),
             drained: AtomicUsize::new(0),
             received: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
             dropped_stale: AtomicU64::new(0),
+            raw_received: AtomicU64::new(0),
+            decoded: AtomicU64::new(0),
+            decode_errors: AtomicU64::new(0),
             depth: AtomicUsize::new(0),
         });
         let consumer = FifoConsumer {
@@ -158,8 +229,15 @@ impl<T: Object> DeltaFifo<T> {
             closed: false,
             newest_rv: String::new(),
             bookmark_unreported: false,
+            decode_failed_since_relist: false,
         };
         (DeltaFifo { shared }, consumer)
+    }
+
+    /// The number of undrained objects at which [`push_raw`](Self::push_raw) and
+    /// [`relist_page_async`](Self::relist_page_async) wait for the consumer.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
     }
 
     fn send(&self, input: Input<T>) -> bool {
@@ -168,8 +246,100 @@ impl<T: Object> DeltaFifo<T> {
         if self.shared.closed.load(Ordering::Relaxed) {
             return false;
         }
-        self.shared.inbox.push(input);
+        let weight = input.weight();
+        self.shared.inbox.push(input, weight);
         true
+    }
+
+    /// [`send`](Self::send), after waiting while the inbox holds `capacity` or more objects.
+    #[cfg(not(informer_loom))]
+    async fn send_bounded(&self, input: Input<T>) -> bool {
+        let closed = || self.shared.closed.load(Ordering::Relaxed);
+        self.shared
+            .inbox
+            .wait_for_room(self.shared.capacity, closed)
+            .await;
+        self.send(input)
+    }
+
+    /// Queues a watch event whose object is still JSON, waiting while the fifo is full (see the
+    /// module docs: the object is decoded only if it survives coalescing). Returns `false` if the
+    /// fifo is closed. Cancel-safe: dropping the future before it resolves queues nothing.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{DeltaFifo, RawDelta}, store::Store};
+    /// # use informer::watch::{EventDecoder, RawEvent};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let mut dec = EventDecoder::<Pod>::new();
+    /// for rv in ["1", "2"] {
+    ///     dec.push(format!(r#"{{"type":"MODIFIED","object":{{"metadata":{{"name":"a","resourceVersion":"{rv}"}}}}}}"#).as_bytes());
+    ///     dec.push(b"\n");
+    ///     let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else { panic!() };
+    ///     assert!(fifo.push_raw(RawDelta::Modified(raw)).await);
+    /// }
+    /// let popped = consumer.try_pop().unwrap();
+    /// assert_eq!(popped.deltas()[0].resource_version(), "2");
+    /// drop(popped);
+    /// assert_eq!(fifo.metrics().decodes_saved, 1); // "1" was never decoded
+    /// # });
+    /// ```
+    #[cfg(not(informer_loom))]
+    pub async fn push_raw(&self, delta: RawDelta) -> bool {
+        let change = match delta {
+            RawDelta::Added(r) => Change::Added(Held::Raw(r)),
+            RawDelta::Modified(r) => Change::Modified(Held::Raw(r)),
+            RawDelta::Deleted(r) => Change::Deleted(Held::Raw(r)),
+        };
+        self.send_bounded(Input::Event(change)).await
+    }
+
+    /// [`relist_page`](Self::relist_page), waiting while the fifo is full.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, _consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(fifo.begin_relist());
+    /// assert!(fifo.relist_page_async(vec![Arc::new(Pod::default())]).await);
+    /// # });
+    /// ```
+    #[cfg(not(informer_loom))]
+    pub async fn relist_page_async(&self, items: Vec<Arc<T>>) -> bool {
+        let closed = || self.shared.closed.load(Ordering::Relaxed);
+        self.shared
+            .inbox
+            .wait_for_room(self.shared.capacity, closed)
+            .await;
+        self.relist_page(items)
+    }
+
+    /// Sets the transform applied to objects decoded from raw events (the producer applies it to
+    /// the objects it decodes itself). Only the first call takes effect.
+    pub(crate) fn set_transform(&self, transform: Transform<T>) {
+        let _ = self.shared.transform.set(transform);
+    }
+
+    /// The first error met decoding a raw object since the last call, if any: the store missed that
+    /// event, so the producer must relist.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, _consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// assert!(fifo.take_decode_error().is_none());
+    /// ```
+    pub fn take_decode_error(&self) -> Option<Error> {
+        // Relaxed: a hint that avoids the lock on every event; the error itself is passed under
+        // the mutex, and a flag seen late only delays the relist to the next event.
+        if !self.shared.decode_failed.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.shared.decode_failed.store(false, Ordering::Relaxed);
+        self.shared
+            .decode_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
     }
 
     /// Queues a watch event. Returns `false` (and drops it) if the fifo is closed.
@@ -182,7 +352,7 @@ impl<T: Object> DeltaFifo<T> {
     /// assert!(!fifo.push(Delta::Added(Arc::new(Pod::default()))));
     /// ```
     pub fn push(&self, delta: Delta<T>) -> bool {
-        self.send(Input::Event(delta))
+        self.send(Input::Event(delta.into()))
     }
 
     /// Starts a relist (client-go's `Replace`, applied page by page).
@@ -266,7 +436,9 @@ impl<T: Object> DeltaFifo<T> {
     pub fn close(&self) {
         // Relaxed: see `send`. The wake-up is carried by the `Close` input itself.
         if !self.shared.closed.swap(true, Ordering::Relaxed) {
-            self.shared.inbox.push(Input::Close);
+            self.shared.inbox.push(Input::Close, 1);
+            // Producers waiting for room must see `closed` now.
+            self.shared.inbox.room_made();
         }
     }
 
@@ -325,6 +497,16 @@ impl<T: Object> DeltaFifo<T> {
                 .inbox
                 .pushed()
                 .saturating_sub(s.drained.load(Ordering::Relaxed)),
+            raw_received: s.raw_received.load(Ordering::Relaxed),
+            decoded: s.decoded.load(Ordering::Relaxed),
+            // Each raw event is decoded, still pending (at most two per pending key), failed, or
+            // saved: exact once nothing is pending.
+            decodes_saved: s.raw_received.load(Ordering::Relaxed).saturating_sub(
+                s.decoded.load(Ordering::Relaxed)
+                    + s.decode_errors.load(Ordering::Relaxed)
+                    + 2 * s.depth.load(Ordering::Relaxed) as u64,
+            ),
+            decode_errors: s.decode_errors.load(Ordering::Relaxed),
         }
     }
 }
@@ -339,6 +521,9 @@ pub struct FifoConsumer<T> {
     newest_rv: String,
     /// A bookmark was drained and not yet reported by a pop.
     bookmark_unreported: bool,
+    /// A raw object failed to decode since the last relist ended: the store may have missed an
+    /// event, so no pop reports a caught-up resourceVersion.
+    decode_failed_since_relist: bool,
 }
 
 /// A popped key: its one or two deltas, in order. Dropping it marks it processed (for
@@ -449,6 +634,8 @@ impl<T> Drop for FifoConsumer<T> {
         // Nobody will drain the inbox any more: refuse further input so it cannot grow. Relaxed: see
         // `DeltaFifo::send`.
         self.shared.closed.store(true, Ordering::Relaxed);
+        // A producer waiting for room would wait for ever: wake it to see `closed`.
+        self.shared.inbox.room_made();
     }
 }
 
@@ -458,14 +645,13 @@ impl<T: Object> FifoConsumer<T> {
         let known = &*self.shared.known;
         let mut n = 0;
         while n < DRAIN_BATCH {
-            let Some(input) = self.shared.inbox.try_pop() else {
+            let Some(input) = self.shared.inbox.try_pop(Input::weight) else {
                 break;
             };
             n += 1;
             match input {
                 Input::Event(d) => {
-                    let tombstone = matches!(d, Delta::Deleted(DeletedObject::Tombstone { .. }));
-                    if !tombstone && !d.resource_version().is_empty() {
+                    if !d.is_tombstone() && !d.resource_version().is_empty() {
                         self.newest_rv.clear();
                         self.newest_rv.push_str(d.resource_version());
                     }
@@ -483,6 +669,8 @@ impl<T: Object> FifoConsumer<T> {
                 }
                 Input::EndRelist => {
                     self.pending.end_relist(known);
+                    // The relist put every key the failed decode may have missed right.
+                    self.decode_failed_since_relist = false;
                 }
                 // Everything pushed before `close` was pushed before this marker: drained already.
                 Input::Close => self.closed = true,
@@ -492,6 +680,7 @@ impl<T: Object> FifoConsumer<T> {
             // Relaxed: statistic (see `FifoMetrics::backlog`), single writer.
             let drained = self.shared.drained.load(Ordering::Relaxed);
             self.shared.drained.store(drained + n, Ordering::Relaxed);
+            self.shared.inbox.room_made();
             self.publish();
         }
         n
@@ -505,6 +694,8 @@ impl<T: Object> FifoConsumer<T> {
         s.coalesced.store(p.counters.coalesced, Ordering::Relaxed);
         s.dropped_stale
             .store(p.counters.dropped_stale, Ordering::Relaxed);
+        s.raw_received
+            .store(p.counters.raw_received, Ordering::Relaxed);
         s.depth.store(p.len(), Ordering::Relaxed);
         if p.synced() {
             // Release: everything this consumer did before (store writes while processing the first
@@ -521,17 +712,22 @@ impl<T: Object> FifoConsumer<T> {
     fn take(&mut self) -> Option<Popped<'_, T>> {
         let (key, deltas, initial) = match self.pending.pop_front() {
             Some((key, entry)) => {
-                let deltas = match entry.second {
-                    None => PoppedDeltas::One([entry.first]),
-                    Some(second) => PoppedDeltas::Two([entry.first, second]),
+                let first = self.resolve(entry.first);
+                let second = entry.second.and_then(|c| self.resolve(c));
+                let deltas = match (first, second) {
+                    (Some(a), Some(b)) => PoppedDeltas::Two([a, b]),
+                    (Some(d), None) | (None, Some(d)) => PoppedDeltas::One([d]),
+                    (None, None) => PoppedDeltas::None,
                 };
                 (key, deltas, entry.initial)
             }
             None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
             None => return None,
         };
-        let caught_up =
-            self.pending.len() == 0 && !self.pending.relist_running() && !self.newest_rv.is_empty();
+        let caught_up = self.pending.len() == 0
+            && !self.pending.relist_running()
+            && !self.decode_failed_since_relist
+            && !self.newest_rv.is_empty();
         let caught_up = caught_up.then(|| self.newest_rv.clone());
         if caught_up.is_some() {
             self.bookmark_unreported = false;
@@ -544,6 +740,38 @@ impl<T: Object> FifoConsumer<T> {
             initial,
             caught_up,
         })
+    }
+
+    /// The delta handed out for `change`, decoding (and transforming) a raw object; `None` if it is
+    /// not a valid `T`, which is counted and reported to the producer.
+    fn resolve(&mut self, change: Change<T>) -> Option<Delta<T>> {
+        let shared = &self.shared;
+        let transform = shared.transform.get();
+        let mut decode = |raw: RawObject| {
+            let obj: T = raw.decode()?;
+            // Relaxed: a counter, single writer.
+            shared.decoded.fetch_add(1, Ordering::Relaxed);
+            Ok::<_, Error>(Arc::new(match transform {
+                Some(f) => f(obj),
+                None => obj,
+            }))
+        };
+        match change.into_delta(&mut decode) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                tracing::warn!(error = %e, "a watch event's object does not decode; the store missed it until the next relist");
+                self.decode_failed_since_relist = true;
+                shared.decode_errors.fetch_add(1, Ordering::Relaxed);
+                let mut slot = shared
+                    .decode_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner());
+                slot.get_or_insert(e);
+                // Relaxed: see `take_decode_error`; the error was stored under the mutex first.
+                shared.decode_failed.store(true, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// Pops the oldest pending key without waiting (after draining what has arrived).

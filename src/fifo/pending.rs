@@ -5,28 +5,159 @@
 //! - every key in `map` has exactly one live entry in `order`, the one whose sequence number equals
 //!   the entry's `seq`; other entries of `order` are dead and skipped (and compacted away when they
 //!   outnumber live ones, so `order` stays O(keys));
-//! - an entry holds one delta, or `Deleted(x)` followed by `Added(y)` (a re-create with a new uid);
+//! - an entry holds one change, or a deletion followed by `Added(y)` (a re-create with a new uid);
 //!   the second slot is always `Added`;
-//! - `initial_outstanding` counts entries with `initial == true`.
+//! - `initial_outstanding` counts entries with `initial == true`;
+//! - a watch event's object stays raw JSON ([`Held::Raw`]) while it is pending: it is decoded when
+//!   its key is handed out, so an event replaced by a newer one is never decoded.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::{DeletedObject, Delta, KnownObjects};
 use crate::model::Object;
+use crate::watch::RawObject;
+
+/// An object as the fifo holds it: decoded (listed objects, events given as [`Delta`]s), or a watch
+/// event's JSON with the metadata the coalescing needs.
+pub(super) enum Held<T> {
+    Decoded(Arc<T>),
+    Raw(RawObject),
+}
+
+impl<T> Clone for Held<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Held::Decoded(o) => Held::Decoded(o.clone()),
+            Held::Raw(r) => Held::Raw(r.clone()),
+        }
+    }
+}
+
+impl<T: Object> Held<T> {
+    pub(super) fn resource_version(&self) -> &str {
+        match self {
+            Held::Decoded(o) => &o.meta().resource_version,
+            Held::Raw(r) => r.resource_version(),
+        }
+    }
+
+    fn uid(&self) -> &str {
+        match self {
+            Held::Decoded(o) => &o.meta().uid,
+            Held::Raw(r) => r.uid(),
+        }
+    }
+
+    fn write_key(&self, buf: &mut String) {
+        match self {
+            Held::Decoded(o) => {
+                buf.clear();
+                let meta = o.meta();
+                if !meta.namespace.is_empty() {
+                    buf.push_str(&meta.namespace);
+                    buf.push('/');
+                }
+                buf.push_str(&meta.name);
+            }
+            Held::Raw(r) => r.write_key(buf),
+        }
+    }
+
+    /// 1 for a raw object, else 0.
+    fn raw(&self) -> u64 {
+        matches!(self, Held::Raw(_)) as u64
+    }
+}
+
+/// A pending change of one key: a [`Delta`] whose object may still be raw.
+pub(super) enum Change<T> {
+    Added(Held<T>),
+    Modified(Held<T>),
+    /// Deleted, with the final state from a watch event.
+    Deleted(Held<T>),
+    /// Deleted, inferred by a relist ([`DeletedObject::Tombstone`]).
+    Tombstone { key: String, last_known: Held<T> },
+}
+
+impl<T> From<Delta<T>> for Change<T> {
+    fn from(d: Delta<T>) -> Self {
+        match d {
+            Delta::Added(o) => Change::Added(Held::Decoded(o)),
+            Delta::Modified(o) => Change::Modified(Held::Decoded(o)),
+            Delta::Deleted(DeletedObject::Final(o)) => Change::Deleted(Held::Decoded(o)),
+            Delta::Deleted(DeletedObject::Tombstone { key, last_known }) => Change::Tombstone {
+                key,
+                last_known: Held::Decoded(last_known),
+            },
+        }
+    }
+}
+
+impl<T: Object> Change<T> {
+    pub(super) fn held(&self) -> &Held<T> {
+        match self {
+            Change::Added(h) | Change::Modified(h) | Change::Deleted(h) => h,
+            Change::Tombstone { last_known, .. } => last_known,
+        }
+    }
+
+    pub(super) fn resource_version(&self) -> &str {
+        self.held().resource_version()
+    }
+
+    pub(super) fn is_tombstone(&self) -> bool {
+        matches!(self, Change::Tombstone { .. })
+    }
+
+    fn is_deletion(&self) -> bool {
+        matches!(self, Change::Deleted(_) | Change::Tombstone { .. })
+    }
+
+    /// Writes the cache key into `buf` (cleared first).
+    fn write_key(&self, buf: &mut String) {
+        match self {
+            Change::Tombstone { key, .. } => {
+                buf.clear();
+                buf.push_str(key);
+            }
+            other => other.held().write_key(buf),
+        }
+    }
+
+    /// Turns the change into the [`Delta`] handed out, decoding a raw object with `decode`.
+    pub(super) fn into_delta<E>(
+        self,
+        decode: &mut impl FnMut(RawObject) -> Result<Arc<T>, E>,
+    ) -> Result<Delta<T>, E> {
+        let mut resolve = |h: Held<T>| match h {
+            Held::Decoded(o) => Ok(o),
+            Held::Raw(r) => decode(r),
+        };
+        Ok(match self {
+            Change::Added(h) => Delta::Added(resolve(h)?),
+            Change::Modified(h) => Delta::Modified(resolve(h)?),
+            Change::Deleted(h) => Delta::Deleted(DeletedObject::Final(resolve(h)?)),
+            Change::Tombstone { key, last_known } => Delta::Deleted(DeletedObject::Tombstone {
+                key,
+                last_known: resolve(last_known)?,
+            }),
+        })
+    }
+}
 
 pub(super) struct Entry<T> {
-    pub(super) first: Delta<T>,
-    pub(super) second: Option<Delta<T>>,
+    pub(super) first: Change<T>,
+    pub(super) second: Option<Change<T>>,
     seq: u64,
     pub(super) initial: bool,
 }
 
 impl<T> Entry<T> {
-    fn last(&self) -> &Delta<T> {
+    fn last(&self) -> &Change<T> {
         self.second.as_ref().unwrap_or(&self.first)
     }
-    fn last_mut(&mut self) -> &mut Delta<T> {
+    fn last_mut(&mut self) -> &mut Change<T> {
         self.second.as_mut().unwrap_or(&mut self.first)
     }
 }
@@ -37,6 +168,8 @@ pub(super) struct Counters {
     pub(super) received: u64,
     pub(super) coalesced: u64,
     pub(super) dropped_stale: u64,
+    /// Watch events taken in as raw JSON (decoded only if they survive).
+    pub(super) raw_received: u64,
 }
 
 pub(super) struct Pending<T> {
@@ -50,22 +183,6 @@ pub(super) struct Pending<T> {
     pub(super) counters: Counters,
     /// Scratch space for computing keys without allocating.
     key_buf: String,
-}
-
-/// Writes the cache key of `delta` into `buf` (cleared first).
-fn write_key<T: Object>(delta: &Delta<T>, buf: &mut String) {
-    buf.clear();
-    match delta {
-        Delta::Deleted(DeletedObject::Tombstone { key, .. }) => buf.push_str(key),
-        other => {
-            let meta = other.object().meta();
-            if !meta.namespace.is_empty() {
-                buf.push_str(&meta.namespace);
-                buf.push('/');
-            }
-            buf.push_str(&meta.name);
-        }
-    }
 }
 
 /// `a` and `b` are the same version. Empty versions are unknown and never equal.
@@ -111,14 +228,14 @@ impl<T: Object> Pending<T> {
         None
     }
 
-    fn insert_new(&mut self, key: Arc<str>, delta: Delta<T>) {
+    fn insert_new(&mut self, key: Arc<str>, change: Change<T>) {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.order.push_back((seq, key.clone()));
         self.map.insert(
             key,
             Entry {
-                first: delta,
+                first: change,
                 second: None,
                 seq,
                 initial: false,
@@ -153,26 +270,27 @@ impl<T: Object> Pending<T> {
     }
 
     /// A watch event: drops it if stale, else coalesces it (informer-design §4).
-    pub(super) fn event(&mut self, delta: Delta<T>, known: &dyn KnownObjects<T>) {
+    pub(super) fn event(&mut self, change: Change<T>, known: &dyn KnownObjects<T>) {
         self.counters.received += 1;
+        self.counters.raw_received += change.held().raw();
         let mut key = std::mem::take(&mut self.key_buf);
-        write_key(&delta, &mut key);
+        change.write_key(&mut key);
         let stale = match self.map.get(key.as_str()) {
-            Some(e) => rv_stale(delta.resource_version(), e.last().resource_version()),
+            Some(e) => rv_stale(change.resource_version(), e.last().resource_version()),
             None => known
                 .get_by_key(&key)
-                .is_some_and(|s| rv_equal(delta.resource_version(), &s.meta().resource_version)),
+                .is_some_and(|s| rv_equal(change.resource_version(), &s.meta().resource_version)),
         };
         if stale {
             self.counters.dropped_stale += 1;
         } else {
-            self.coalesce(&key, delta, known);
+            self.coalesce(&key, change, known);
         }
         self.key_buf = key;
     }
 
     /// Coalesces `e` into the entry of `key` by the table of informer-design §4 (no staleness check).
-    fn coalesce(&mut self, key: &str, e: Delta<T>, known: &dyn KnownObjects<T>) {
+    fn coalesce(&mut self, key: &str, e: Change<T>, known: &dyn KnownObjects<T>) {
         let Some(entry) = self.map.get_mut(key) else {
             self.insert_new(key.into(), e);
             return;
@@ -180,37 +298,39 @@ impl<T: Object> Pending<T> {
         self.counters.coalesced += 1;
         let two = entry.second.is_some();
         match (entry.last_mut(), e) {
-            (last @ Delta::Added(_), Delta::Added(y) | Delta::Modified(y)) => {
-                *last = Delta::Added(y)
+            (last @ Change::Added(_), Change::Added(y) | Change::Modified(y)) => {
+                *last = Change::Added(y)
             }
-            (last @ Delta::Modified(_), Delta::Added(y) | Delta::Modified(y)) => {
-                *last = Delta::Modified(y)
+            (last @ Change::Modified(_), Change::Added(y) | Change::Modified(y)) => {
+                *last = Change::Modified(y)
             }
-            (Delta::Added(_), Delta::Deleted(d)) => {
-                // Did the key exist before this Added? After a pending Deleted it did not; otherwise
-                // ask the store.
+            (Change::Added(_), d @ (Change::Deleted(_) | Change::Tombstone { .. })) => {
+                // Did the key exist before this Added? After a pending deletion it did not;
+                // otherwise ask the store.
                 if !two && known.get_by_key(key).is_some() {
-                    entry.first = Delta::Deleted(d);
+                    entry.first = d;
                 } else if two {
                     entry.second = None;
                 } else {
                     self.remove_entry(key);
                 }
             }
-            (last @ Delta::Modified(_), Delta::Deleted(d)) => *last = Delta::Deleted(d),
-            (Delta::Deleted(x), Delta::Added(y)) => {
-                if x.object().meta().uid != y.meta().uid {
-                    entry.second = Some(Delta::Added(y));
+            (last @ Change::Modified(_), d @ (Change::Deleted(_) | Change::Tombstone { .. })) => {
+                *last = d
+            }
+            (x @ (Change::Deleted(_) | Change::Tombstone { .. }), Change::Added(y)) => {
+                if x.held().uid() != y.uid() {
+                    entry.second = Some(Change::Added(y));
                 } else {
-                    entry.first = Delta::Modified(y);
+                    entry.first = Change::Modified(y);
                 }
             }
-            (last @ Delta::Deleted(_), Delta::Modified(y)) => *last = Delta::Modified(y),
-            (Delta::Deleted(x), Delta::Deleted(d)) => {
+            (last @ (Change::Deleted(_) | Change::Tombstone { .. }), Change::Modified(y)) => {
+                *last = Change::Modified(y)
+            }
+            (x @ (Change::Deleted(_) | Change::Tombstone { .. }), d) => {
                 // Deleted(newer); a tombstone never replaces a known final state.
-                let keep_final = matches!(x, DeletedObject::Final(_))
-                    && matches!(d, DeletedObject::Tombstone { .. });
-                if !keep_final {
+                if !(matches!(x, Change::Deleted(_)) && d.is_tombstone()) {
                     *x = d;
                 }
             }
@@ -234,24 +354,26 @@ impl<T: Object> Pending<T> {
         self.relist
             .get_or_insert_with(HashSet::new)
             .insert(key.clone());
+        let obj = Held::Decoded(obj);
         match self.map.get(&key) {
             None => match known.get_by_key(&key) {
                 // Unchanged: nothing to do, and the store keeps its value.
-                Some(s) if rv_equal(&s.meta().resource_version, &obj.meta().resource_version) => {
+                Some(s) if rv_equal(&s.meta().resource_version, obj.resource_version()) => {
                     self.counters.dropped_stale += 1;
                 }
-                Some(_) => self.insert_new(key.clone(), Delta::Modified(obj)),
-                None => self.insert_new(key.clone(), Delta::Added(obj)),
+                Some(_) => self.insert_new(key.clone(), Change::Modified(obj)),
+                None => self.insert_new(key.clone(), Change::Added(obj)),
             },
             Some(e) => {
-                let delta = match e.last() {
-                    Delta::Deleted(_) => Delta::Added(obj),
-                    _ => Delta::Modified(obj),
+                let change = if e.last().is_deletion() {
+                    Change::Added(obj)
+                } else {
+                    Change::Modified(obj)
                 };
-                if rv_stale(delta.resource_version(), e.last().resource_version()) {
+                if rv_stale(change.resource_version(), e.last().resource_version()) {
                     self.counters.dropped_stale += 1;
                 } else {
-                    self.coalesce(&key, delta, known);
+                    self.coalesce(&key, change, known);
                 }
             }
         }
@@ -262,10 +384,10 @@ impl<T: Object> Pending<T> {
     /// `Deleted(Tombstone)`. Returns whether this completed the first list.
     pub(super) fn end_relist(&mut self, known: &dyn KnownObjects<T>) -> bool {
         let listed = self.relist.take().unwrap_or_default();
-        let mut gone: Vec<(Arc<str>, Arc<T>)> = Vec::new();
+        let mut gone: Vec<Arc<str>> = Vec::new();
         for (key, e) in &self.map {
-            if !listed.contains(key) && !matches!(e.last(), Delta::Deleted(_)) {
-                gone.push((key.clone(), e.last().object().clone()));
+            if !listed.contains(key) && !e.last().is_deletion() {
+                gone.push(key.clone());
             }
         }
         let mut stored_only: Vec<Arc<str>> = Vec::new();
@@ -274,18 +396,30 @@ impl<T: Object> Pending<T> {
                 stored_only.push(k.into());
             }
         });
-        gone.extend(stored_only.into_iter().filter_map(|k| {
-            let obj = known.get_by_key(&k)?;
-            Some((k, obj))
-        }));
         // Keep `relist` set while coalescing so the tombstoned entries count as initial.
         self.relist = Some(listed);
-        for (key, last_known) in gone {
-            let tomb = DeletedObject::Tombstone {
+        for key in gone {
+            // The pending entry's newest state becomes the tombstone's last known state.
+            let Some(entry) = self.map.get(&key) else {
+                continue;
+            };
+            let last_known = entry.last().held().clone();
+            let tomb = Change::Tombstone {
                 key: key.to_string(),
                 last_known,
             };
-            self.coalesce(&key, Delta::Deleted(tomb), known);
+            self.coalesce(&key, tomb, known);
+            self.mark_initial(&key);
+        }
+        for key in stored_only {
+            let Some(obj) = known.get_by_key(&key) else {
+                continue;
+            };
+            let tomb = Change::Tombstone {
+                key: key.to_string(),
+                last_known: Held::Decoded(obj),
+            };
+            self.coalesce(&key, tomb, known);
             self.mark_initial(&key);
         }
         self.relist = None;
