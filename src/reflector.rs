@@ -346,7 +346,27 @@ impl<T: Object + Clone> Reflector<T> {
                     .options
                     .idle_timeout
                     .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
-                match tokio::time::timeout(idle, stream.next_raw()).await {
+                // The fifo decodes events later, when their key is handed out: a failure there
+                // means the store missed an event, and the relist must not wait for the next one.
+                let next = tokio::select! {
+                    biased;
+                    () = self.fifo.decode_failed() => None,
+                    next = tokio::time::timeout(idle, stream.next_raw()) => Some(next),
+                };
+                let Some(next) = next else {
+                    return match self.fifo.take_decode_error() {
+                        Some(e) => {
+                            self.fail(&e);
+                            self.backoff_then(State::Relist, &e)
+                        }
+                        None => State::Watching {
+                            stream,
+                            opened,
+                            events,
+                        },
+                    };
+                };
+                match next {
                     Err(_) => {
                         self.fail(&Error::Timeout(format!(
                             "watch sent nothing for {idle:?}; treating it as dead"
@@ -529,10 +549,7 @@ impl<T: Object + Clone> Reflector<T> {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                             page.push(Arc::new(self.transformed(o)));
                             if page.len() >= self.options.page_size as usize
-                                && !self
-                                    .fifo
-                                    .relist_page_async(std::mem::take(&mut page))
-                                    .await
+                                && !self.fifo.relist_page_async(std::mem::take(&mut page)).await
                             {
                                 return State::Stopped;
                             }
@@ -664,7 +681,7 @@ impl<T: Object + Clone> Reflector<T> {
     /// Queues one watch event. Object events go to the fifo as raw JSON, decoded there only if they
     /// survive coalescing; the push waits while the fifo is full, so a slow consumer slows the
     /// reading of the watch (back-pressure) instead of growing memory. A raw object that the fifo
-    /// could not decode means the store missed an event: relist (R22).
+    /// could not decode means the store missed an event: the `Watching` step relists (R22).
     async fn handle_raw_event(&mut self, event: RawEvent<T>) -> Handled<T> {
         let delta = match event {
             RawEvent::Added(o) => RawDelta::Added(o),
@@ -679,10 +696,6 @@ impl<T: Object + Clone> Reflector<T> {
         }
         if !self.fifo.push_raw(delta).await {
             return Handled::Then(State::Stopped);
-        }
-        if let Some(e) = self.fifo.take_decode_error() {
-            self.fail(&e);
-            return Handled::Then(self.backoff_then(State::Relist, &e));
         }
         self.event_taken();
         Handled::Continue

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use informer::Pod;
-use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
+use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, RawDelta};
 use informer::store::Store;
+use informer::watch::{EventDecoder, RawEvent};
 
 fn pod(key: &str, rv: &str, uid: &str) -> Arc<Pod> {
     let mut p = Pod::default();
@@ -60,13 +61,53 @@ fn deleted(k: &str, rv: &str) -> Delta<Pod> {
     Delta::Deleted(DeletedObject::Final(pod(k, rv, "u1")))
 }
 
-/// Pushes `events` for key `a` onto a fifo whose store holds `stored`, pops everything.
+/// Pushes `events` for key `a` onto a fifo whose store holds `stored`, pops everything. The same
+/// events are also pushed as raw watch events (JSON, decoded only when popped): both must give the
+/// same result.
 fn net(stored: &[(&str, &str)], events: Vec<Delta<Pod>>) -> Vec<String> {
     let (store, fifo, mut c) = setup(stored);
-    for e in events {
+    for e in events.iter().cloned() {
         assert!(fifo.push(e));
     }
-    drain(&store, &mut c)
+    let decoded = drain(&store, &mut c);
+    let (store, fifo, mut c) = setup(stored);
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(async {
+            for e in events {
+                match as_raw(&e) {
+                    Some(raw) => assert!(fifo.push_raw(raw).await),
+                    None => assert!(fifo.push(e)),
+                }
+            }
+        });
+    let raw = drain(&store, &mut c);
+    assert_eq!(decoded, raw, "raw watch events coalesce like decoded ones");
+    decoded
+}
+
+/// The watch event a decoded delta stands for, as the reflector hands it to the fifo (tombstones
+/// come from relists, never from a watch: `None`).
+fn as_raw(d: &Delta<Pod>) -> Option<RawDelta> {
+    let ty = match d {
+        Delta::Added(_) => "ADDED",
+        Delta::Modified(_) => "MODIFIED",
+        Delta::Deleted(DeletedObject::Final(_)) => "DELETED",
+        Delta::Deleted(DeletedObject::Tombstone { .. }) => return None,
+    };
+    let json = format!(
+        "{{\"type\":\"{ty}\",\"object\":{}}}\n",
+        serde_json::to_string(&**d.object()).unwrap()
+    );
+    let mut dec = EventDecoder::<Pod>::new();
+    dec.push(json.as_bytes());
+    Some(match dec.next_raw().unwrap().unwrap() {
+        RawEvent::Added(o) => RawDelta::Added(o),
+        RawEvent::Modified(o) => RawDelta::Modified(o),
+        RawEvent::Deleted(o) => RawDelta::Deleted(o),
+        other => panic!("not raw: {other:?}"),
+    })
 }
 
 #[test]
@@ -464,4 +505,147 @@ fn no_caught_up_version_during_a_relist() {
     fifo.bookmark("10"); // the list's resourceVersion
     assert_eq!(caught_up(&mut c), [cu("old", Some("10"))]);
     drop(store);
+}
+
+// ----- raw events: back-pressure, decodes saved, decode failures ----------------------------------
+
+/// One MODIFIED event for pod `ns/p{key}` at resourceVersion `rv`, as the apiserver writes it.
+fn raw_event(key: u64, rv: u64) -> RawDelta {
+    let line = format!(
+        "{{\"type\":\"MODIFIED\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"p{key}\",\"namespace\":\"ns\",\"uid\":\"u{key}\",\"resourceVersion\":\"{rv}\"}},\"spec\":{{\"nodeName\":\"n{key}\"}}}}}}\n"
+    );
+    let mut dec = EventDecoder::<Pod>::new();
+    dec.push(line.as_bytes());
+    match dec.next_raw().unwrap().unwrap() {
+        RawEvent::Modified(o) => RawDelta::Modified(o),
+        other => panic!("not raw: {other:?}"),
+    }
+}
+
+#[test]
+fn a_stalled_consumer_holds_the_producer_and_memory_stays_o_keys() {
+    // 1M events over 10k keys, pushed as fast as an async producer can; the consumer first stalls,
+    // then pops slowly. Pending entries never exceed the keys, undrained inputs never exceed the
+    // capacity, and only what survives is decoded.
+    const KEYS: u64 = 10_000;
+    const EVENTS: u64 = 1_000_000;
+    let store = Arc::new(Store::<Pod>::new());
+    let (fifo, mut consumer) = DeltaFifo::with_capacity(store.clone(), 256);
+    let capacity = fifo.capacity();
+    let pushed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let producer = {
+        let (fifo, pushed) = (fifo.clone(), pushed.clone());
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    for i in 0..EVENTS {
+                        assert!(fifo.push_raw(raw_event(i % KEYS, i + 1)).await);
+                        pushed.store(i + 1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                })
+        })
+    };
+    // Stalled: the producer fills the inbox to its capacity and waits there.
+    while fifo.metrics().backlog < capacity {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let stalled_at = pushed.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        stalled_at <= capacity as u64 + 1,
+        "the producer went on to {stalled_at} events past a stalled consumer (capacity {capacity})"
+    );
+    // Now consume, checking the bounds at every pop.
+    let (mut max_depth, mut max_backlog) = (0, 0);
+    let mut pops = 0u64;
+    loop {
+        let done = producer.is_finished();
+        let Some(p) = consumer.try_pop() else {
+            if done {
+                break;
+            }
+            std::thread::yield_now();
+            continue;
+        };
+        for d in p.deltas() {
+            store.apply(d);
+        }
+        drop(p);
+        pops += 1;
+        let m = fifo.metrics();
+        max_depth = max_depth.max(m.depth);
+        max_backlog = max_backlog.max(m.backlog);
+        if pops % 4 == 0 {
+            // A consumer slower than the producer: yield so the backlog builds up behind it.
+            std::thread::yield_now();
+        }
+    }
+    producer.join().unwrap();
+    assert!(max_depth <= KEYS as usize, "pending keys {max_depth}");
+    assert!(
+        max_backlog <= capacity + 1,
+        "undrained inputs {max_backlog} > capacity {capacity}"
+    );
+    // Converged: every key holds its newest version.
+    assert_eq!(store.len(), KEYS as usize);
+    for k in 0..KEYS {
+        let newest = EVENTS - KEYS + k + 1;
+        assert_eq!(
+            store
+                .get("ns", &format!("p{k}"))
+                .unwrap()
+                .metadata
+                .resource_version,
+            newest.to_string()
+        );
+    }
+    let m = fifo.metrics();
+    assert_eq!(m.raw_received, EVENTS);
+    assert_eq!(m.decoded + m.decodes_saved, EVENTS, "{m:?}");
+    assert_eq!(m.decoded, pops, "one decode per key handed out");
+}
+
+#[test]
+fn a_raw_object_that_does_not_decode_is_dropped_reported_and_blocks_caught_up() {
+    let (store, fifo, mut c) = setup(&[]);
+    let bad = "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"},\"spec\":{\"containers\":7}}}\n";
+    let mut dec = EventDecoder::<Pod>::new();
+    dec.push(bad.as_bytes());
+    let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else {
+        panic!("the envelope and metadata are fine: the event is taken raw")
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async { assert!(fifo.push_raw(RawDelta::Modified(raw)).await) });
+    let p = c.try_pop().unwrap();
+    assert_eq!(p.key(), "a");
+    assert!(p.deltas().is_empty(), "nothing to apply");
+    assert_eq!(
+        p.caught_up_resource_version(),
+        None,
+        "the store missed an event: it is not the server's state at 5"
+    );
+    drop(p);
+    rt.block_on(fifo.decode_failed());
+    let e = fifo.take_decode_error().expect("reported");
+    assert!(e.to_string().contains("invalid type"), "{e}");
+    assert_eq!(fifo.metrics().decode_errors, 1);
+    // Bookmarks do not claim a caught-up version either, until a relist ends.
+    fifo.bookmark("6");
+    assert_eq!(c.try_pop().unwrap().caught_up_resource_version(), None);
+    assert!(
+        c.try_pop().is_none(),
+        "that bookmark was taken, not left pending"
+    );
+    fifo.begin_relist();
+    fifo.relist_page(vec![pod("a", "6", "u1")]);
+    fifo.end_relist();
+    fifo.bookmark("6");
+    drain(&store, &mut c);
+    fifo.bookmark("7");
+    assert_eq!(c.try_pop().unwrap().caught_up_resource_version(), Some("7"));
+    assert_eq!(store.get("", "a").unwrap().metadata.resource_version, "6");
 }

@@ -241,3 +241,77 @@ async fn too_many_requests_retries_the_watch_without_relisting() {
     );
     assert_eq!(q[3], q[2], "the same watch again, no LIST in between");
 }
+
+#[tokio::test]
+async fn a_watch_event_that_does_not_decode_relists_and_the_store_converges() {
+    // The watch's events reach the fifo as raw JSON and are decoded when popped: an object that is
+    // valid JSON but not a ConfigMap (`data` must be a map) is found there. The store missed that
+    // event, so the reflector relists (R22) and the store takes the server's state from the list.
+    let step = Arc::new(Mutex::new(0));
+    let s = step.clone();
+    let server = RawServer::start(move |line| {
+        let mut step = s.lock().unwrap();
+        *step += 1;
+        match *step {
+            1 => Reply::json(422, &status(422, "Invalid", "no streaming lists")),
+            2 => list("10", &["c1"]),
+            3 => stream(&[
+                r#"{"type":"MODIFIED","object":{"metadata":{"name":"c1","namespace":"a","resourceVersion":"11"},"data":5}}"#.into(),
+                event("ADDED", "c2", "12"),
+            ]),
+            _ if line.contains("watch=true") => stream(&[]),
+            _ => list("13", &["c1", "c2"]),
+        }
+    })
+    .await;
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    let mut opts = options();
+    opts.on_error = Some(Arc::new(move |e: &informer::Error| {
+        seen.lock().unwrap().push(e.to_string())
+    }));
+    let store = Arc::new(Store::<ConfigMap>::new());
+    let (fifo, mut consumer) = DeltaFifo::new(store.clone());
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "a");
+    let task = tokio::spawn(Reflector::new(api, fifo, opts).run());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        while let Some(p) = consumer.try_pop() {
+            for d in p.deltas() {
+                store.apply(d);
+            }
+            if let Some(rv) = p.caught_up_resource_version() {
+                store.set_last_applied_resource_version(rv);
+            }
+        }
+        if store.last_applied_resource_version() == "13" {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no relist: {:?}",
+            server.request_lines()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    task.abort();
+    let q: Vec<String> = server.request_lines().iter().map(|l| query(l)).collect();
+    // The watch may end (and be resumed) before the consumer pops the bad event; then a relist.
+    assert!(
+        q[3..].iter().any(|r| r == "resourceVersion=12"),
+        "relisted from the last version: {q:?}"
+    );
+    assert_eq!(
+        store.get("a", "c1").unwrap().metadata.resource_version,
+        "13"
+    );
+    assert_eq!(
+        store.get("a", "c2").unwrap().metadata.resource_version,
+        "13"
+    );
+    let errors = errors.lock().unwrap();
+    assert!(
+        errors.iter().any(|e| e.contains("invalid type")),
+        "reported: {errors:?}"
+    );
+}

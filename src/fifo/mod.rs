@@ -140,6 +140,9 @@ struct Shared<T> {
     /// A raw object failed to decode; `decode_error` holds the first such error not yet taken.
     decode_failed: AtomicBool,
     decode_error: std::sync::Mutex<Option<Error>>,
+    /// Wakes a producer waiting in `decode_failed` (a permit is kept if none waits).
+    #[cfg(not(informer_loom))]
+    decode_notify: tokio::sync::Notify,
     closed: AtomicBool,
     synced: AtomicBool,
     drained: AtomicUsize,
@@ -212,6 +215,8 @@ impl<T: Object> DeltaFifo<T> {
             transform: std::sync::OnceLock::new(),
             decode_failed: AtomicBool::new(false),
             decode_error: std::sync::Mutex::new(None),
+            #[cfg(not(informer_loom))]
+            decode_notify: tokio::sync::Notify::new(),
             closed: AtomicBool::new(false),
             synced: AtomicBool::new(false),
             drained: AtomicUsize::new(0),
@@ -318,6 +323,15 @@ impl<T: Object> DeltaFifo<T> {
     /// the objects it decodes itself). Only the first call takes effect.
     pub(crate) fn set_transform(&self, transform: Transform<T>) {
         let _ = self.shared.transform.set(transform);
+    }
+
+    /// Resolves when a raw object failed to decode (possibly before this call: the notice is kept
+    /// until someone waits); then [`take_decode_error`](Self::take_decode_error) has the error,
+    /// unless it was taken already. For a producer that must relist without waiting for its next
+    /// event.
+    #[cfg(not(informer_loom))]
+    pub async fn decode_failed(&self) {
+        self.shared.decode_notify.notified().await
     }
 
     /// The first error met decoding a raw object since the last call, if any: the store missed that
@@ -724,14 +738,13 @@ impl<T: Object> FifoConsumer<T> {
             None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
             None => return None,
         };
-        let caught_up = self.pending.len() == 0
-            && !self.pending.relist_running()
-            && !self.decode_failed_since_relist
-            && !self.newest_rv.is_empty();
-        let caught_up = caught_up.then(|| self.newest_rv.clone());
-        if caught_up.is_some() {
+        let settled = self.pending.len() == 0 && !self.pending.relist_running();
+        if settled {
+            // Reported now, or (after a decode failure) not to be reported at all.
             self.bookmark_unreported = false;
         }
+        let caught_up = settled && !self.decode_failed_since_relist && !self.newest_rv.is_empty();
+        let caught_up = caught_up.then(|| self.newest_rv.clone());
         self.publish();
         Some(Popped {
             consumer: self,
@@ -769,6 +782,8 @@ impl<T: Object> FifoConsumer<T> {
                 slot.get_or_insert(e);
                 // Relaxed: see `take_decode_error`; the error was stored under the mutex first.
                 shared.decode_failed.store(true, Ordering::Relaxed);
+                #[cfg(not(informer_loom))]
+                shared.decode_notify.notify_one();
                 None
             }
         }

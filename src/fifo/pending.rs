@@ -77,7 +77,10 @@ pub(super) enum Change<T> {
     /// Deleted, with the final state from a watch event.
     Deleted(Held<T>),
     /// Deleted, inferred by a relist ([`DeletedObject::Tombstone`]).
-    Tombstone { key: String, last_known: Held<T> },
+    Tombstone {
+        key: String,
+        last_known: Held<T>,
+    },
 }
 
 impl<T> From<Delta<T>> for Change<T> {
