@@ -42,7 +42,7 @@ use crate::Object;
 use crate::client::{Api, ListParams, VersionMatch, WatchParams};
 use crate::error::Error;
 use crate::fifo::{DeletedObject, Delta, DeltaFifo, RawDelta};
-use crate::watch::{RawEvent, WatchEvent, WatchStream};
+use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
 
 /// A function applied to every object once, before it is queued (e.g. drop managedFields).
 pub type Transform<T> = Arc<dyn Fn(T) -> T + Send + Sync>;
@@ -528,14 +528,19 @@ impl<T: Object + Clone> Reflector<T> {
             return State::Stopped;
         }
         let opened = Instant::now();
+        // The initial events go to the fifo in pages, raw (decoded there), or decoded here when
+        // the fast path did not take them; one of the two pages is empty at any time, so the
+        // order is kept.
+        let mut raw_page: Vec<RawObject> = Vec::new();
         let mut page: Vec<Arc<T>> = Vec::new();
+        let page_size = self.options.page_size.max(1) as usize;
         let mut events = 0u64;
         let idle = self
             .options
             .idle_timeout
             .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
         loop {
-            let next = match tokio::time::timeout(idle, stream.next()).await {
+            let next = match tokio::time::timeout(idle, stream.next_raw()).await {
                 Ok(n) => n,
                 Err(_) => Some(Err(Error::Timeout(format!(
                     "streaming list sent nothing for {idle:?}"
@@ -545,26 +550,35 @@ impl<T: Object + Clone> Reflector<T> {
                 Some(Ok(event)) => {
                     events += 1;
                     self.touch_event();
-                    match event {
-                        WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                    let flushed = match event {
+                        RawEvent::Added(o) | RawEvent::Modified(o) => {
+                            let mut ok = self.flush_pages(&mut Vec::new(), &mut page).await;
+                            raw_page.push(o);
+                            if raw_page.len() >= page_size {
+                                ok &= self.flush_pages(&mut raw_page, &mut page).await;
+                            }
+                            ok
+                        }
+                        RawEvent::Decoded(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
+                            let mut ok = self.flush_pages(&mut raw_page, &mut Vec::new()).await;
                             page.push(Arc::new(self.transformed(o)));
-                            if page.len() >= self.options.page_size as usize
-                                && !self.fifo.relist_page_async(std::mem::take(&mut page)).await
-                            {
-                                return State::Stopped;
+                            if page.len() >= page_size {
+                                ok &= self.flush_pages(&mut raw_page, &mut page).await;
                             }
+                            ok
                         }
-                        WatchEvent::Deleted(o) => {
-                            // Keep the order: what was listed before the delete goes first.
+                        // Keep the order: what was listed before the delete goes first.
+                        RawEvent::Deleted(o) => {
+                            self.flush_pages(&mut raw_page, &mut page).await
+                                && self.fifo.push_raw(RawDelta::Deleted(o)).await
+                        }
+                        RawEvent::Decoded(WatchEvent::Deleted(o)) => {
                             let o = Arc::new(self.transformed(o));
-                            if !self.fifo.relist_page(std::mem::take(&mut page))
-                                || !self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
-                            {
-                                return State::Stopped;
-                            }
+                            self.flush_pages(&mut raw_page, &mut page).await
+                                && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
                         }
-                        WatchEvent::Bookmark(b) if b.is_initial_events_end() => {
-                            if !self.fifo.relist_page(page)
+                        RawEvent::Decoded(WatchEvent::Bookmark(b)) if b.is_initial_events_end() => {
+                            if !self.flush_pages(&mut raw_page, &mut page).await
                                 || !self.fifo.end_relist()
                                 || !self.fifo.bookmark(&b.resource_version)
                             {
@@ -578,10 +592,13 @@ impl<T: Object + Clone> Reflector<T> {
                                 events,
                             };
                         }
-                        WatchEvent::Bookmark(_) => {}
-                        WatchEvent::Error(status) => {
+                        RawEvent::Decoded(WatchEvent::Bookmark(_)) => true,
+                        RawEvent::Decoded(WatchEvent::Error(status)) => {
                             return self.streaming_failed(Error::from_status(status));
                         }
+                    };
+                    if !flushed {
+                        return State::Stopped;
                     }
                 }
                 Some(Err(e)) => {
@@ -635,6 +652,15 @@ impl<T: Object + Clone> Reflector<T> {
         }
         self.list_fallback_once = true;
         State::Relist
+    }
+
+    /// Hands the streaming list's pending page (raw or decoded, at most one is non-empty) to the
+    /// fifo, waiting while it is full. `false` if the fifo is closed.
+    async fn flush_pages(&self, raw: &mut Vec<RawObject>, decoded: &mut Vec<Arc<T>>) -> bool {
+        if !raw.is_empty() && !self.fifo.relist_raw_page(std::mem::take(raw)).await {
+            return false;
+        }
+        decoded.is_empty() || self.fifo.relist_page_async(std::mem::take(decoded)).await
     }
 
     // ----- WATCH -----------------------------------------------------------------------------------

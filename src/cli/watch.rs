@@ -128,7 +128,9 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
     };
     let started = Instant::now();
     let informer = dynamic_informer(client, &resource, namespace.as_deref(), options);
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    // Bounded: a terminal slower than the watch blocks the handler thread, whose queue then
+    // coalesces per key, and the fifo behind it slows the watch reader: memory stays O(keys).
+    let (tx, mut rx) = mpsc::channel(NOTIFICATION_BUFFER);
     let id = forward_notifications(&informer, tx);
     informer.start();
 
@@ -226,25 +228,29 @@ fn finite(x: f64) -> Option<f64> {
     x.is_finite().then_some((x * 1e6).round() / 1e6)
 }
 
-/// Registers a handler that sends every notification to `tx`.
+/// Notifications between the informer's handler thread and the printer.
+const NOTIFICATION_BUFFER: usize = 1024;
+
+/// Registers a handler that sends every notification to `tx`, waiting (on the handler's own
+/// thread) while the printer is `NOTIFICATION_BUFFER` behind.
 fn forward_notifications(
     informer: &Informer<DynamicObject>,
-    tx: mpsc::UnboundedSender<Notification>,
+    tx: mpsc::Sender<Notification>,
 ) -> HandlerId {
     let (a, u, d) = (tx.clone(), tx.clone(), tx);
     informer.add_handler(
         HandlerFns::new()
             .on_add(move |o: &Arc<DynamicObject>, initial| {
-                let _ = a.send(Notification::Added {
+                let _ = a.blocking_send(Notification::Added {
                     obj: o.clone(),
                     initial,
                 });
             })
             .on_update(move |_, new| {
-                let _ = u.send(Notification::Modified(new.clone()));
+                let _ = u.blocking_send(Notification::Modified(new.clone()));
             })
             .on_delete(move |gone| {
-                let _ = d.send(Notification::Deleted(gone.object().clone()));
+                let _ = d.blocking_send(Notification::Deleted(gone.object().clone()));
             }),
     )
 }

@@ -86,7 +86,7 @@ pub const DEFAULT_CAPACITY: usize = 1024;
 enum Input<T> {
     Event(Change<T>),
     BeginRelist,
-    Page(Vec<Arc<T>>),
+    Page(Vec<Held<T>>),
     EndRelist,
     Bookmark(String),
     Close,
@@ -334,6 +334,51 @@ impl<T: Object> DeltaFifo<T> {
         self.shared.decode_notify.notified().await
     }
 
+    /// One page of the running relist as raw objects (a streaming list's initial events), waiting
+    /// while the fifo is full. Like [`relist_page`](Self::relist_page), an object whose key and
+    /// resourceVersion equal the stored one's is swapped for the store's value at once (its JSON
+    /// freed, never decoded); the others are decoded when handed out.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// # use informer::watch::{EventDecoder, RawEvent};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let mut dec = EventDecoder::<Pod>::new();
+    /// dec.push(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"3\"}}}\n");
+    /// let Some(RawEvent::Added(raw)) = dec.next_raw().unwrap() else { panic!() };
+    /// fifo.begin_relist();
+    /// assert!(fifo.relist_raw_page(vec![raw]).await);
+    /// fifo.end_relist();
+    /// assert_eq!(consumer.try_pop().unwrap().deltas()[0].object().metadata.name, "a");
+    /// # });
+    /// ```
+    #[cfg(not(informer_loom))]
+    pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
+        let closed = || self.shared.closed.load(Ordering::Relaxed);
+        self.shared
+            .inbox
+            .wait_for_room(self.shared.capacity, closed)
+            .await;
+        let mut key = String::new();
+        let items = items
+            .into_iter()
+            .map(|raw| {
+                raw.write_key(&mut key);
+                match self.shared.known.get_by_key(&key) {
+                    Some(stored)
+                        if !raw.resource_version().is_empty()
+                            && stored.meta().resource_version == raw.resource_version() =>
+                    {
+                        Held::Decoded(stored)
+                    }
+                    _ => Held::Raw(raw),
+                }
+            })
+            .collect();
+        self.send(Input::Page(items))
+    }
+
     /// The first error met decoding a raw object since the last call, if any: the store missed that
     /// event, so the producer must relist.
     ///
@@ -405,7 +450,7 @@ impl<T: Object> DeltaFifo<T> {
                 }
             }
         }
-        self.send(Input::Page(items))
+        self.send(Input::Page(items.into_iter().map(Held::Decoded).collect()))
     }
 
     /// Ends the running relist: keys stored or pending but not listed are deleted with a tombstone.

@@ -351,13 +351,19 @@ impl<T: Object> Pending<T> {
     }
 
     /// One listed object of the running relist.
-    pub(super) fn listed(&mut self, obj: Arc<T>, known: &dyn KnownObjects<T>) {
+    pub(super) fn listed(&mut self, obj: Held<T>, known: &dyn KnownObjects<T>) {
         self.counters.received += 1;
-        let key: Arc<str> = obj.meta().key().into();
+        self.counters.raw_received += obj.raw();
+        let mut key = std::mem::take(&mut self.key_buf);
+        obj.write_key(&mut key);
+        let key: Arc<str> = {
+            let k = Arc::from(key.as_str());
+            self.key_buf = key;
+            k
+        };
         self.relist
             .get_or_insert_with(HashSet::new)
             .insert(key.clone());
-        let obj = Held::Decoded(obj);
         match self.map.get(&key) {
             None => match known.get_by_key(&key) {
                 // Unchanged: nothing to do, and the store keeps its value.
