@@ -295,3 +295,114 @@ async fn a_dead_pooled_http1_connection_costs_one_timeout_then_a_fresh_connectio
     assert_eq!(relay.accepted(), 2);
     assert_eq!(client.pool_stats().connections_opened, 2);
 }
+
+/// An HTTP/1.1 server that answers LISTs (keeping the connection) and answers WATCHes with their
+/// headers only, then nothing while keeping the socket open: alive to TCP, silent to HTTP. Each
+/// request is reported as (connection number, request line).
+async fn headers_then_silent_server() -> (
+    SocketAddr,
+    tokio::sync::mpsc::UnboundedReceiver<(usize, String)>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut connections = 0;
+        while let Ok((mut sock, _)) = listener.accept().await {
+            connections += 1;
+            let (tx, conn) = (tx.clone(), connections);
+            let _ = sock.set_nodelay(true);
+            tokio::spawn(async move {
+                let mut pending = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match sock.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => pending.extend_from_slice(&buf[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&pending[..end]).to_string();
+                    pending.drain(..end + 4);
+                    let line = head.lines().next().unwrap_or("").to_owned();
+                    let _ = tx.send((conn, line.clone()));
+                    if line.contains("watch=true") {
+                        let _ = sock
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                            .await;
+                        // Silent for ever, socket open.
+                        while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+                        return;
+                    }
+                    let body = br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[]}"#;
+                    let mut out = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    )
+                    .into_bytes();
+                    out.extend_from_slice(body);
+                    if sock.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, rx)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_http1_watch_that_goes_silent_is_dropped_at_the_idle_limit_and_resumed_on_a_new_connection()
+ {
+    let (addr, mut requests) = headers_then_silent_server().await;
+    let client = client_for(&format!("http://{addr}"), None);
+    let (errors_tx, mut errors) = tokio::sync::mpsc::unbounded_channel();
+    let options = ReflectorOptions {
+        streaming_list: false,
+        on_error: Some(Arc::new(move |e: &Error| {
+            let _ = errors_tx.send(e.to_string());
+        })),
+        ..Default::default()
+    };
+    let idle_limit = options.min_watch_timeout * 2 + Duration::from_secs(30);
+    let store: Arc<Store<ConfigMap>> = Arc::new(Store::new());
+    let (fifo, _consumer) = DeltaFifo::new(store.clone());
+    let task = tokio::spawn(Reflector::new(Api::namespaced(client, "a"), fifo, options).run());
+
+    let (list_conn, list) = requests.recv().await.unwrap();
+    assert!(
+        list.starts_with("GET /api/v1/namespaces/a/configmaps?"),
+        "{list}"
+    );
+    let (watch_conn, watch) = requests.recv().await.unwrap();
+    assert!(
+        watch.contains("watch=true") && watch.contains("resourceVersion=7"),
+        "{watch}"
+    );
+    assert_eq!(
+        watch_conn, list_conn,
+        "the LIST's connection went back to the pool"
+    );
+    let opened = Instant::now();
+
+    // HTTP/1.1 has no ping, and a live TCP peer answers keepalive probes: the reflector's idle
+    // limit is what ends such a watch (a quiet but healthy watch looks the same until then).
+    let e = errors.recv().await.unwrap();
+    assert!(e.contains("sent nothing"), "{e}");
+    let silent = opened.elapsed();
+    assert!(
+        silent >= idle_limit && silent < idle_limit + Duration::from_secs(1),
+        "{silent:?}"
+    );
+
+    // The watch resumes from the same version on a new connection: the silent one was closed.
+    let (again_conn, again) = requests.recv().await.unwrap();
+    assert!(
+        again.contains("watch=true") && again.contains("resourceVersion=7"),
+        "{again}"
+    );
+    assert_ne!(again_conn, watch_conn);
+    task.abort();
+}
