@@ -256,5 +256,14 @@ mod tests {
             assert!(!text.contains("alice"), "{text}");
         }
         assert_eq!(proxy.to_string(), "http://***@127.0.0.1:3128/");
+
+        // Whatever holds it prints it redacted: the configuration and the client built from it.
+        let mut config = crate::Config::new("http://127.0.0.1:1".parse().unwrap());
+        config.proxy_url = Some(proxy.clone());
+        let client = crate::Client::new(config.clone()).unwrap();
+        for text in [format!("{config:?}"), format!("{client:?}")] {
+            assert!(!text.contains(secret), "{text}");
+            assert!(text.contains("***@127.0.0.1:3128"), "{text}");
+        }
     }
 }
