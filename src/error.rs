@@ -63,6 +63,9 @@ pub enum Error {
     Timeout(String),
     /// The configuration is incomplete or invalid.
     Config(String),
+    /// A namespace or object name that the apiserver would refuse, or that could reach another
+    /// path than the one meant (`../secrets`, `a/b`, `%2e%2e`); the request was not sent.
+    InvalidName(String),
 }
 
 impl Error {
@@ -177,6 +180,7 @@ impl fmt::Display for Error {
             ),
             Error::Timeout(m) => write!(f, "timed out: {m}"),
             Error::Config(m) => write!(f, "configuration error: {m}"),
+            Error::InvalidName(m) => write!(f, "invalid name: {m}"),
         }
     }
 }

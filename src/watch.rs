@@ -701,7 +701,7 @@ impl<T: Object> EventDecoder<T> {
 /// [`Error::Transport`]; both also mean "re-watch". A frame that does not decode is [`Error::Decode`]
 /// (the stream can go on, but the cache may have missed an event: relist). An `ERROR` event is
 /// returned as [`WatchEvent::Error`].
-pub struct WatchStream<T, B = hyper::body::Incoming> {
+pub struct WatchStream<T, B = crate::client::ResponseBody> {
     body: B,
     events: EventDecoder<T>,
     ended: bool,

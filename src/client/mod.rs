@@ -23,6 +23,7 @@
 //! gzip members), so their bodies are decoded as they arrive.
 
 mod params;
+mod pool;
 mod proxy;
 mod tls;
 
@@ -31,16 +32,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
 use hyper::header::{ACCEPT, AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode, Uri};
-use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
-use hyper_util::client::legacy::Client as HyperClient;
+use hyper_rustls::FixedServerNameResolver;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde::{Deserialize, Serialize};
 
-pub use params::{ListParams, VersionMatch, WatchParams};
+pub use params::{
+    ListParams, VersionMatch, WatchParams, encode_path_segment, validate_name, validate_namespace,
+};
+pub use pool::{Http2ConnectionStats, PoolStats, ResponseBody};
+pub use proxy::{ProxyUrl, redact_userinfo};
 
 use crate::config::{Auth, Config};
 use crate::error::{Error, Result, excerpt};
@@ -59,7 +61,7 @@ pub struct Client {
 
 #[derive(Debug)]
 struct Inner {
-    http: HyperClient<HttpsConnector<proxy::Connector>, Full<Bytes>>,
+    pool: pool::Pool,
     /// `scheme://authority` plus any path prefix, without a trailing `/`.
     base: String,
     config: Config,
@@ -77,7 +79,7 @@ impl Client {
         if scheme != "http" && scheme != "https" {
             return Err(Error::Config(format!(
                 "cluster URL {} must start with https:// or http://",
-                config.cluster_url
+                redact_userinfo(&config.cluster_url)
             )));
         }
         if scheme == "https" && config.tls.root_certs.is_empty() && !config.tls.accept_invalid_certs
@@ -93,7 +95,12 @@ impl Client {
         http.enforce_http(false);
         http.set_connect_timeout(Some(config.connect_timeout));
         http.set_nodelay(true);
+        // TCP keepalive finds a dead peer (a crashed host, a dropped NAT entry) on a connection
+        // that waits for data, e.g. a quiet HTTP/1.1 watch: probes after 30 s of silence, every
+        // 5 s, given up after 3 (about 45 s, as the HTTP/2 PING below).
         http.set_keepalive(Some(Duration::from_secs(30)));
+        http.set_keepalive_interval(Some(Duration::from_secs(5)));
+        http.set_keepalive_retries(Some(3));
         let builder = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http();
@@ -108,16 +115,24 @@ impl Client {
         let connector = builder
             .enable_all_versions()
             .wrap_connector(proxy::Connector::new(http, config.proxy_url.as_ref())?);
-        let http = HyperClient::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
+        let pool = pool::Pool::new(
+            connector,
+            config.cluster_url.clone(),
+            pool::PoolSettings {
+                idle_timeout: Duration::from_secs(90),
+                max_idle_http1: 100,
+                http2_read_idle_timeout: config.http2_read_idle_timeout,
+                http2_ping_timeout: config.http2_ping_timeout,
+            },
+        )
+        .map_err(Error::Config)?;
         let base = config
             .cluster_url
             .to_string()
             .trim_end_matches('/')
             .to_owned();
         Ok(Client {
-            inner: std::sync::Arc::new(Inner { http, base, config }),
+            inner: std::sync::Arc::new(Inner { pool, base, config }),
         })
     }
 
@@ -131,23 +146,41 @@ impl Client {
         &self.inner.config
     }
 
+    /// What the connection pool holds now: connections opened so far, and per HTTP/2 connection
+    /// its open streams and the server's limit on them.
+    ///
+    /// ```
+    /// let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// assert_eq!(client.pool_stats().connections_opened, 0);
+    /// ```
+    pub fn pool_stats(&self) -> PoolStats {
+        self.inner.pool.stats()
+    }
+
     /// Sends a request to `path_and_query` (e.g. `/api/v1/pods?limit=1`) with authentication, and
     /// returns the response if its status is 2xx; any other status becomes an [`Error`] built from
     /// the body's `Status`. Retries once with a fresh token on 401 when tokens come from a provider.
+    ///
+    /// The response's headers must come within [`Config::open_timeout`], else
+    /// [`Error::Timeout`]; the connection that did not answer is not used again.
     pub async fn send(
         &self,
         method: Method,
         path_and_query: &str,
         body: Option<(Bytes, &'static str)>,
-    ) -> Result<Response<Incoming>> {
+    ) -> Result<Response<ResponseBody>> {
         let mut retried = false;
+        let open_timeout = self.inner.config.open_timeout;
         loop {
             let req = self.build(&method, path_and_query, body.clone()).await?;
-            let resp = self
-                .inner
-                .http
-                .request(req)
+            let resp = tokio::time::timeout(open_timeout, self.inner.pool.send(req))
                 .await
+                .map_err(|_| {
+                    Error::Timeout(format!(
+                        "{method} {path_and_query}: no response within {open_timeout:?} \
+                         (the connection is given up)"
+                    ))
+                })?
                 .map_err(|e| classify_transport(&method, path_and_query, e))?;
             let status = resp.status();
             if status.is_success() {
@@ -234,7 +267,7 @@ fn basic_credentials(user: &str, password: &str) -> String {
 }
 
 /// Reads a whole body, failing with [`Error::ResponseTooLarge`] past `limit` bytes.
-async fn read_body(body: Incoming, limit: usize) -> Result<Bytes> {
+async fn read_body(body: ResponseBody, limit: usize) -> Result<Bytes> {
     match Limited::new(body, limit).collect().await {
         Ok(c) => Ok(c.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
@@ -246,7 +279,7 @@ async fn read_body(body: Incoming, limit: usize) -> Result<Bytes> {
 
 /// Turns a non-2xx response into an error: a `Status` body is decoded (410 becomes
 /// [`Error::Expired`]); anything else is reported as an excerpt.
-async fn error_from_response(resp: Response<Incoming>) -> Error {
+async fn error_from_response(resp: Response<ResponseBody>) -> Error {
     let code = resp.status().as_u16();
     let retry_after = resp
         .headers()
@@ -296,13 +329,17 @@ pub(crate) fn error_from_body(code: u16, retry_after: Option<u32>, body: &[u8]) 
     }
 }
 
-fn classify_transport(method: &Method, path: &str, e: hyper_util::client::legacy::Error) -> Error {
+fn classify_transport(
+    method: &Method,
+    path: &str,
+    e: Box<dyn std::error::Error + Send + Sync>,
+) -> Error {
     // rustls errors surface as io::Error inside the connector error; report them as TLS errors so a
     // wrong CA reads as such, not as a generic connection failure.
     // hyper-rustls wraps tokio-rustls's io::Error(InvalidData, rustls::Error) in another
     // io::Error, and io::Error::source() skips the wrapped error itself, so io errors are opened
     // with get_ref() as well as followed through source().
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e.as_ref());
     while let Some(s) = source {
         let mut inner = Some(s);
         while let Some(i) = inner {
@@ -401,15 +438,30 @@ impl<T: Object> Api<T> {
         self.resource.collection_path(self.namespace.as_deref())
     }
 
-    /// GET one object by name.
+    /// The collection's path for a request: the namespace checked ([`validate_namespace`]).
+    fn request_collection_path(&self) -> Result<String> {
+        if let (Some(ns), true) = (&self.namespace, self.resource.namespaced) {
+            validate_namespace(ns).map_err(Error::InvalidName)?;
+        }
+        Ok(self.collection_path())
+    }
+
+    /// GET one object by name. A namespace or name that could reach another path (`..`, `a/b`,
+    /// `%2e%2e`) is refused with [`Error::InvalidName`] before anything is sent; other characters
+    /// are percent-encoded.
     pub async fn get(&self, name: &str) -> Result<T> {
-        let path = self.resource.object_path(self.namespace.as_deref(), name);
+        validate_name(name).map_err(Error::InvalidName)?;
+        let path = format!(
+            "{}/{}",
+            self.request_collection_path()?,
+            encode_path_segment(name)
+        );
         self.client.request(Method::GET, &path, None).await
     }
 
     /// LIST one page.
     pub async fn list(&self, params: &ListParams) -> Result<ObjectList<T>> {
-        let path = with_query(self.collection_path(), &params.to_query());
+        let path = with_query(self.request_collection_path()?, &params.to_query());
         self.client.request(Method::GET, &path, None).await
     }
 
@@ -424,7 +476,7 @@ impl<T: Object> Api<T> {
 
     /// Starts a WATCH; events are read from the returned stream as they arrive.
     pub async fn watch(&self, params: &WatchParams) -> Result<WatchStream<T>> {
-        let path = with_query(self.collection_path(), &params.to_query());
+        let path = with_query(self.request_collection_path()?, &params.to_query());
         let resp = self.client.send(Method::GET, &path, None).await?;
         Ok(WatchStream::new(
             resp.into_body(),

@@ -187,3 +187,86 @@ impl Query {
         self.0.finish()
     }
 }
+
+/// Checks a namespace as the apiserver does (`ValidateNamespaceName`): a DNS-1123 label, at most
+/// 63 characters of lowercase letters, digits and `-`, starting and ending with a letter or digit.
+/// So no namespace can step into another path (`..`, `a/b`, `%2e`).
+///
+/// ```
+/// use informer::client::validate_namespace;
+/// assert!(validate_namespace("kube-system").is_ok());
+/// assert!(validate_namespace("../secrets").is_err());
+/// assert!(validate_namespace("Default").is_err());
+/// ```
+pub fn validate_namespace(namespace: &str) -> Result<(), String> {
+    const MAX: usize = 63;
+    let bytes = namespace.as_bytes();
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    let why = if bytes.is_empty() {
+        Some("must not be empty".to_owned())
+    } else if bytes.len() > MAX {
+        Some(format!("must be no more than {MAX} characters"))
+    } else if !bytes.iter().all(|b| alnum(b) || *b == b'-')
+        || !alnum(&bytes[0])
+        || !alnum(&bytes[bytes.len() - 1])
+    {
+        Some(
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \
+             '-', and must start and end with an alphanumeric character"
+                .to_owned(),
+        )
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(format!("namespace {namespace:?}: {why}")),
+    }
+}
+
+/// Checks an object name before it goes into a request path, as client-go does
+/// (apimachinery's `IsValidPathSegmentName`): not empty, not `.` or `..`, no `/` and no `%`.
+/// Each kind's own rule (a DNS-1123 subdomain for most, a path segment for RBAC names such as
+/// `system:controller:job-controller`) is the apiserver's to apply; what passes here cannot leave
+/// its path segment, and is percent-encoded in it ([`encode_path_segment`]).
+///
+/// ```
+/// use informer::client::validate_name;
+/// assert!(validate_name("web-0").is_ok());
+/// assert!(validate_name("system:controller:job-controller").is_ok());
+/// for bad in ["", ".", "..", "../secrets", "a/b", "%2e%2e"] {
+///     assert!(validate_name(bad).is_err(), "{bad}");
+/// }
+/// ```
+pub fn validate_name(name: &str) -> Result<(), String> {
+    let why = match name {
+        "" => Some("must not be empty"),
+        "." | ".." => Some("may not be '.' or '..'"),
+        _ if name.contains('/') => Some("may not contain '/'"),
+        _ if name.contains('%') => Some("may not contain '%'"),
+        _ => None,
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(format!("name {name:?}: {why}")),
+    }
+}
+
+/// `segment` percent-encoded for a URL path: RFC 3986 unreserved characters, `:` and `@` stay,
+/// every other byte becomes `%XX` (so `?`, `#`, `/`, `%`, spaces and control characters cannot
+/// end the segment or the path).
+///
+/// ```
+/// assert_eq!(informer::client::encode_path_segment("a?x=1 #b"), "a%3Fx%3D1%20%23b");
+/// ```
+pub fn encode_path_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for &b in segment.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'@') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

@@ -3,10 +3,12 @@
 //! target host and port.
 //!
 //! Only `http://` proxies are supported (no TLS to the proxy, no SOCKS); credentials in the proxy
-//! URL's userinfo are sent as `Proxy-Authorization: Basic`.
+//! URL's userinfo are sent as `Proxy-Authorization: Basic`, and never printed ([`ProxyUrl`]).
 
+use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::str::FromStr;
 use std::task::{Context, Poll};
 
 use base64::Engine as _;
@@ -22,19 +24,101 @@ use crate::error::{Error, Result};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// The URL of an HTTP proxy (kubeconfig `proxy-url`), e.g. `http://user:password@proxy:3128`.
+///
+/// The userinfo (user and password) is a credential: `Debug` and `Display` print `***` in its
+/// place, so a proxy URL can go into logs and error messages.
+///
+/// ```
+/// use informer::client::ProxyUrl;
+/// let proxy: ProxyUrl = "http://alice:s3cret@proxy.example:3128".parse().unwrap();
+/// assert_eq!(proxy.to_string(), "http://***@proxy.example:3128/");
+/// assert!(!format!("{proxy:?}").contains("s3cret"));
+/// assert_eq!(proxy.uri().authority().unwrap().as_str(), "alice:s3cret@proxy.example:3128");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyUrl(Uri);
+
+impl ProxyUrl {
+    /// Wraps a URL.
+    pub fn new(uri: Uri) -> ProxyUrl {
+        ProxyUrl(uri)
+    }
+
+    /// The URL, credentials included.
+    pub fn uri(&self) -> &Uri {
+        &self.0
+    }
+}
+
+impl From<Uri> for ProxyUrl {
+    fn from(uri: Uri) -> ProxyUrl {
+        ProxyUrl(uri)
+    }
+}
+
+impl FromStr for ProxyUrl {
+    type Err = hyper::http::uri::InvalidUri;
+    /// Parses a URL; the error never repeats the input (it may hold a password).
+    fn from_str(s: &str) -> std::result::Result<ProxyUrl, Self::Err> {
+        s.parse().map(ProxyUrl)
+    }
+}
+
+impl fmt::Display for ProxyUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&redact_userinfo(&self.0))
+    }
+}
+
+impl fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ProxyUrl({self})")
+    }
+}
+
+/// `uri` with its userinfo (`user:password@`), if any, replaced by `***@`.
+///
+/// ```
+/// let uri = "http://u:p@h:1/x?y".parse().unwrap();
+/// assert_eq!(informer::client::redact_userinfo(&uri), "http://***@h:1/x?y");
+/// ```
+pub fn redact_userinfo(uri: &Uri) -> String {
+    let text = uri.to_string();
+    let Some(authority) = uri.authority().map(|a| a.as_str()) else {
+        return text;
+    };
+    match authority.rsplit_once('@') {
+        Some((_, host)) => text.replacen(authority, &format!("***@{host}"), 1),
+        None => text,
+    }
+}
+
 /// A connection to the apiserver's host and port, possibly tunnelled through a proxy.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) enum Connector {
     Direct(HttpConnector),
-    Tunnel(Tunnel<HttpConnector>),
+    /// The proxy's URL kept for `Debug` (redacted), and the tunnel.
+    Tunnel(ProxyUrl, Box<Tunnel<HttpConnector>>),
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Connector::Direct(_) => f.write_str("Direct"),
+            Connector::Tunnel(proxy, _) => write!(f, "Tunnel({proxy})"),
+        }
+    }
 }
 
 impl Connector {
-    /// `http` directly, or through `proxy` when set. Errors name the proxy URL's problem.
-    pub(crate) fn new(http: HttpConnector, proxy: Option<&Uri>) -> Result<Connector> {
-        let Some(proxy) = proxy else {
+    /// `http` directly, or through `proxy` when set. Errors name the proxy URL's problem, never
+    /// its credentials.
+    pub(crate) fn new(http: HttpConnector, proxy: Option<&ProxyUrl>) -> Result<Connector> {
+        let Some(proxy_url) = proxy else {
             return Ok(Connector::Direct(http));
         };
+        let proxy = proxy_url.uri();
         if proxy.scheme_str() != Some("http") {
             return Err(Error::Config(format!(
                 "proxy-url: only http:// proxies (HTTP CONNECT) are supported, not {:?}",
@@ -63,7 +147,7 @@ impl Connector {
                 .map_err(|_| Error::Config("proxy-url: unusable credentials".into()))?;
             tunnel = tunnel.with_auth(value);
         }
-        Ok(Connector::Tunnel(tunnel))
+        Ok(Connector::Tunnel(proxy_url.clone(), Box::new(tunnel)))
     }
 }
 
@@ -76,7 +160,7 @@ impl Service<Uri> for Connector {
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<std::result::Result<(), BoxError>> {
         match self {
             Connector::Direct(c) => c.poll_ready(cx).map_err(Into::into),
-            Connector::Tunnel(t) => t.poll_ready(cx).map_err(Into::into),
+            Connector::Tunnel(_, t) => t.poll_ready(cx).map_err(Into::into),
         }
     }
 
@@ -86,7 +170,7 @@ impl Service<Uri> for Connector {
                 let connecting = c.call(dst);
                 Box::pin(async move { connecting.await.map_err(Into::into) })
             }
-            Connector::Tunnel(t) => {
+            Connector::Tunnel(_, t) => {
                 let connecting = t.call(dst);
                 Box::pin(async move {
                     connecting
@@ -137,12 +221,49 @@ mod tests {
     #[test]
     fn only_http_proxies() {
         let http = HttpConnector::new();
-        let socks: Uri = "socks5://127.0.0.1:1080".parse().unwrap();
+        let socks: ProxyUrl = "socks5://127.0.0.1:1080".parse().unwrap();
         assert!(Connector::new(http.clone(), Some(&socks)).is_err());
-        let proxy: Uri = "http://u%40x:p@127.0.0.1:3128".parse().unwrap();
+        let proxy: ProxyUrl = "http://u%40x:p@127.0.0.1:3128".parse().unwrap();
         assert!(matches!(
             Connector::new(http, Some(&proxy)),
-            Ok(Connector::Tunnel(_))
+            Ok(Connector::Tunnel(..))
         ));
+    }
+
+    #[test]
+    fn proxy_credentials_are_never_printed() {
+        let secret = "hunter2-s3cret";
+        let proxy: ProxyUrl = format!("http://alice:{secret}@127.0.0.1:3128")
+            .parse()
+            .unwrap();
+        let connector = Connector::new(HttpConnector::new(), Some(&proxy)).unwrap();
+        let socks: ProxyUrl = format!("socks5://alice:{secret}@127.0.0.1:1080")
+            .parse()
+            .unwrap();
+        let refused = Connector::new(HttpConnector::new(), Some(&socks)).unwrap_err();
+        let bad: std::result::Result<ProxyUrl, _> =
+            format!("http://alice:{secret}@[bad host").parse();
+        for text in [
+            format!("{proxy}"),
+            format!("{proxy:?}"),
+            format!("{connector:?}"),
+            format!("{refused}"),
+            format!("{refused:?}"),
+            format!("{}", bad.as_ref().unwrap_err()),
+            format!("{bad:?}"),
+        ] {
+            assert!(!text.contains(secret), "{text}");
+            assert!(!text.contains("alice"), "{text}");
+        }
+        assert_eq!(proxy.to_string(), "http://***@127.0.0.1:3128/");
+
+        // Whatever holds it prints it redacted: the configuration and the client built from it.
+        let mut config = crate::Config::new("http://127.0.0.1:1".parse().unwrap());
+        config.proxy_url = Some(proxy.clone());
+        let client = crate::Client::new(config.clone()).unwrap();
+        for text in [format!("{config:?}"), format!("{client:?}")] {
+            assert!(!text.contains(secret), "{text}");
+            assert!(text.contains("***@127.0.0.1:3128"), "{text}");
+        }
     }
 }

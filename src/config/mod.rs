@@ -176,13 +176,24 @@ pub struct Config {
     /// Limit on a whole non-watch request, body included (default 5 min). Watches have none: they
     /// end with `timeoutSeconds`, and the reflector detects dead watches itself.
     pub request_timeout: Duration,
+    /// Limit on opening any request, watches included: connecting, TLS, and waiting for the
+    /// response's status line and headers (default 60 s, the apiserver's own limit on a non-watch
+    /// request before it answers 504 itself). A request that times out here gives up its
+    /// connection, so the retry never waits on the same dead socket.
+    pub open_timeout: Duration,
+    /// An HTTP/2 connection that received nothing for this long is sent a PING (default 30 s, like
+    /// client-go's `HTTP2_READ_IDLE_TIMEOUT_SECONDS`); `None` turns the check off.
+    pub http2_read_idle_timeout: Option<Duration>,
+    /// A PING not answered within this long closes the connection, and every request and watch on
+    /// it fails with a transport error (default 15 s, client-go's `HTTP2_PING_TIMEOUT_SECONDS`).
+    pub http2_ping_timeout: Duration,
     /// Largest accepted watch event (default 16 MiB).
     pub max_frame_bytes: usize,
     /// Largest accepted non-watch response body (default 1 GiB).
     pub max_response_bytes: usize,
     /// An HTTP proxy to tunnel connections through with `CONNECT` (kubeconfig `proxy-url`);
-    /// `http://user:password@host:port` sends basic proxy credentials.
-    pub proxy_url: Option<Uri>,
+    /// `http://user:password@host:port` sends basic proxy credentials (never printed).
+    pub proxy_url: Option<crate::client::ProxyUrl>,
 }
 
 impl Config {
@@ -195,6 +206,9 @@ impl Config {
             auth: Auth::None,
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(300),
+            open_timeout: Duration::from_secs(60),
+            http2_read_idle_timeout: Some(Duration::from_secs(30)),
+            http2_ping_timeout: Duration::from_secs(15),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_response_bytes: 1 << 30,
             proxy_url: None,

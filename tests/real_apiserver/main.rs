@@ -10,6 +10,7 @@
 mod differential;
 #[macro_use]
 mod support;
+mod many_watches;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
