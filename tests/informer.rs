@@ -156,8 +156,13 @@ async fn relists_after_expiry_and_falls_back_from_streaming_lists() {
     sim.compact();
     sim.faults().resume_watches();
     sim.faults().inject_410();
+    // The resumed watch can bring the store up to date before the 410 reaches the reflector:
+    // wait for the relist itself, then for the state.
+    assert!(
+        eventually(60, || inf.health().lists > lists).await,
+        "a relist happened"
+    );
     assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
-    assert!(inf.health().lists > lists, "a relist happened");
     assert!(eventually(60, || *mirror.objects.lock().unwrap() == server_state(&sim)).await);
     assert!(
         mirror.violations.lock().unwrap().is_empty(),
