@@ -554,9 +554,9 @@ impl<T: Object + Clone> Reflector<T> {
         let opened = Instant::now();
         let mut page: Vec<Arc<T>> = Vec::new();
         let mut events = 0u64;
-        // The keys the list holds so far (MODIFIED and DELETED may come during the initial
-        // events, WL3), for the list's object count.
-        let mut listed_keys = std::collections::HashSet::new();
+        // Objects the list holds so far: one per ADDED; a MODIFIED during the initial events
+        // changes one already listed, a DELETED removes one (WL3). Counted, not collected.
+        let mut listed_objects = 0u64;
         let idle = self
             .options
             .idle_timeout
@@ -572,9 +572,10 @@ impl<T: Object + Clone> Reflector<T> {
                 Some(Ok(event)) => {
                     events += 1;
                     self.touch_event();
+                    let added = matches!(event, WatchEvent::Added(_));
                     match event {
                         WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                            listed_keys.insert(o.meta().key());
+                            listed_objects += u64::from(added);
                             page.push(Arc::new(self.transformed(o)));
                             if page.len() >= self.options.page_size as usize
                                 && !self.fifo.relist_page(std::mem::take(&mut page))
@@ -584,7 +585,7 @@ impl<T: Object + Clone> Reflector<T> {
                         }
                         WatchEvent::Deleted(o) => {
                             // Keep the order: what was listed before the delete goes first.
-                            listed_keys.remove(&o.meta().key());
+                            listed_objects = listed_objects.saturating_sub(1);
                             let o = Arc::new(self.transformed(o));
                             if !self.fifo.relist_page(std::mem::take(&mut page))
                                 || !self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
@@ -599,7 +600,7 @@ impl<T: Object + Clone> Reflector<T> {
                             {
                                 return State::Stopped;
                             }
-                            self.listed(b.resource_version, listed_keys.len() as u64);
+                            self.listed(b.resource_version, listed_objects);
                             // WL5: the same stream goes on as a normal watch whose events all
                             // carry versions in order (client-go's propagateRVFromStart).
                             self.holding_rv_for_synthetic_adds = false;

@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use common::{Body, RawServer, Reply};
 use informer::fifo::Delta;
-use informer::reflector::{BackoffOptions, ErrorCallback, Reflector, ReflectorOptions};
+use informer::reflector::{
+    BackoffOptions, ErrorCallback, Health, ListSummary, Reflector, ReflectorOptions,
+};
 use informer::store::Store;
 use informer::{Api, ConfigMap, DeltaFifo, Error};
 use tokio::time::Instant;
@@ -142,6 +144,7 @@ struct Run {
     store: Arc<Store<ConfigMap>>,
     deltas: Vec<(String, String)>,
     errors: Errors,
+    health: Health,
 }
 
 /// Runs a reflector against `server` until `until(queries)` holds (or `limit` of tokio time went
@@ -160,7 +163,9 @@ async fn run(
     let store = Arc::new(Store::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let api: Api<ConfigMap> = Api::namespaced(server.server.client(), "a");
-    let task = tokio::spawn(Reflector::new(api, fifo, options).run());
+    let reflector = Reflector::new(api, fifo, options);
+    let health = reflector.health_handle();
+    let task = tokio::spawn(reflector.run());
     let mut deltas = Vec::new();
     let mut drain = |deltas: &mut Vec<(String, String)>| {
         while let Some(p) = consumer.try_pop() {
@@ -183,10 +188,12 @@ async fn run(
     task.abort();
     let _ = task.await;
     drain(&mut deltas);
+    let health = health.lock().unwrap().clone();
     Run {
         store,
         deltas,
         errors,
+        health,
     }
 }
 
@@ -594,4 +601,39 @@ async fn a_broken_string_is_a_decode_error_of_its_event_and_the_reflector_relist
         .filter(|e| e.contains("raw newline"))
         .collect();
     assert_eq!(broken.len(), 2, "{:?}", run.errors.all());
+}
+
+// ----- item 5: the initial list's version and count ------------------------------------------------
+
+#[tokio::test]
+async fn health_reports_the_initial_lists_version_and_count() {
+    let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"resourceVersion":"9","annotations":{"k8s.io/initial-events-end":"true"}}}}"#;
+    let server = Scripted::start(move |i, _| match i {
+        // A streaming list whose initial events include a change and a deletion (WL3), then two
+        // live events on the same stream.
+        0 => stream(&[
+            event("ADDED", "c1", "5"),
+            event("ADDED", "c2", "6"),
+            event("MODIFIED", "c1", "7"),
+            event("DELETED", "c2", "8"),
+            event("ADDED", "c3", "8"),
+            bookmark.to_owned(),
+            event("ADDED", "c4", "10"),
+            event("MODIFIED", "c1", "11"),
+        ]),
+        _ => stream(&[]),
+    })
+    .await;
+    let run = run(&server, fast(), Duration::from_secs(20), |q| q.len() >= 2).await;
+    assert_eq!(keys(&run.store), ["a/c1", "a/c3", "a/c4"]);
+    let want = ListSummary {
+        resource_version: "9".into(),
+        objects: 2,
+    };
+    assert_eq!(run.health.initial_list, Some(want.clone()));
+    assert_eq!(run.health.last_list, Some(want));
+    assert_eq!(
+        run.health.resource_version, "11",
+        "the store moved past the list"
+    );
 }
