@@ -302,6 +302,68 @@ async fn a_resync_period_of_zero_means_never() {
     inf.stop();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_from_an_in_stream_429_html_errors_and_a_bogus_200() {
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..5 {
+        sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 0))
+            .unwrap();
+    }
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = errors.clone();
+    let inf: Informer<ConfigMap> = Informer::new(
+        Api::all(client(&sim)),
+        ReflectorOptions {
+            on_error: Some(Arc::new(move |err: &informer::Error| {
+                e.lock().unwrap().push(err.to_string())
+            })),
+            ..options()
+        },
+    );
+    let mirror = Arc::new(Mirror::default());
+    inf.add_handler(ForwardTo(mirror.clone()));
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    assert!(
+        eventually(60, || inf.health().phase
+            == informer::reflector::Phase::Watching)
+        .await
+    );
+    // 429 in the stream: watch again from the same version, no relist.
+    let lists = inf.health().lists;
+    sim.faults().inject_429();
+    sim.delete("configmaps", Some("a"), "c0").unwrap();
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(
+        eventually(60, || errors
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("429")))
+        .await
+    );
+    assert_eq!(inf.health().lists, lists, "no relist after a 429");
+    // A proxy's HTML 502s and a bogus 200 `{}` on the way back after a relist.
+    sim.faults().fail_next_html(2, 502);
+    sim.faults().answer_next_with_empty_object(1);
+    sim.faults().inject_410();
+    sim.patch("configmaps", Some("a"), "c1", &json!({"data": {"v": "9"}}))
+        .unwrap();
+    assert!(eventually(60, || inf.health().lists > lists).await);
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(eventually(60, || *mirror.objects.lock().unwrap() == server_state(&sim)).await);
+    assert!(mirror.violations.lock().unwrap().is_empty());
+    let errors = errors.lock().unwrap().clone();
+    assert!(errors.iter().any(|e| e.contains("HTTP 502")), "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("not a ConfigMapList") || e.contains("cannot decode")),
+        "{errors:?}"
+    );
+    inf.stop();
+}
+
 async fn scenarios(from: u64, count: u64) {
     let sim = Simulator::builder()
         .seed(from)
