@@ -61,11 +61,24 @@ pub enum Error {
     },
     /// A request or a read did not finish in time.
     Timeout(String),
+    /// The server answered well-formed JSON that breaks the list/watch protocol: a `200` LIST
+    /// whose body is not a list of the requested kind (`{}`, a `Status`, another kind, no
+    /// `items`), or a streaming list that ended before its `initial-events-end` bookmark. The
+    /// cache keeps what it had; the reflector backs off and lists again.
+    Protocol(String),
     /// The configuration is incomplete or invalid.
     Config(String),
     /// A namespace or object name that the apiserver would refuse, or that could reach another
     /// path than the one meant (`../secrets`, `a/b`, `%2e%2e`); the request was not sent.
     InvalidName(String),
+    /// A user callback (an event handler or an index function) panicked. The panic was caught and
+    /// counted; the informer goes on.
+    Panicked {
+        /// Which callback, on which object (`event handler 2, on_update of ns/name`).
+        context: String,
+        /// The panic's message.
+        message: String,
+    },
 }
 
 impl Error {
@@ -172,13 +185,21 @@ impl fmt::Display for Error {
                 )
             }
             Error::ResponseTooLarge { limit } => {
-                write!(f, "response body larger than the limit of {limit} bytes")
+                write!(
+                    f,
+                    "response body larger than the limit of {limit} bytes \
+                     (Config::max_response_bytes; a smaller LIST page size also helps)"
+                )
             }
             Error::UnexpectedEof { buffered } => write!(
                 f,
                 "stream ended in the middle of a frame ({buffered} bytes of it received)"
             ),
             Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::Protocol(m) => write!(f, "unexpected answer from the server: {m}"),
+            Error::Panicked { context, message } => {
+                write!(f, "{context} panicked (caught; going on): {message}")
+            }
             Error::Config(m) => write!(f, "configuration error: {m}"),
             Error::InvalidName(m) => write!(f, "invalid name: {m}"),
         }

@@ -29,7 +29,11 @@
 //! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
 //!   included. A watch silent for longer than the idle limit is treated as dead.
 //! * `Backoff`: 0.8 s doubling to 30 s, each delay stretched by a random factor in [1, 2), reset after
-//!   2 minutes; a server's Retry-After is honoured when longer.
+//!   2 minutes; a server's Retry-After is honoured when longer, up to the cap (30 s): a larger
+//!   Retry-After is clamped to the cap. Every failure backs off; the only immediate retries are
+//!   client-go's: one consistent relist when the list's version is gone (R9, WL7), one new streaming
+//!   list when one is cut before its end (WL6), the LIST fallback of a refused streaming list, and a
+//!   new watch when one ends cleanly (R18).
 //!
 //! Where we differ from client-go, on purpose: a very short watch (under a second, no events) is
 //! retried after a backoff *from the same version* instead of relisting, since the version is still
@@ -109,6 +113,7 @@ impl std::fmt::Debug for ReflectorOptions {
 #[derive(Clone, Debug)]
 pub struct BackoffOptions {
     pub initial: Duration,
+    /// The longest step (before jitter). A server's Retry-After longer than this is clamped to it.
     pub max: Duration,
     /// Each delay is `d * (1 + jitter * rand[0,1))`.
     pub jitter: f64,
@@ -179,6 +184,17 @@ pub enum Phase {
     Stopped,
 }
 
+/// What one complete list (streaming or paginated) returned.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListSummary {
+    /// The list's resourceVersion (the streaming list's end bookmark's). Later events move the
+    /// store past it; this stays the version the list was a snapshot at.
+    pub resource_version: String,
+    /// Objects in the complete list: after a paginated list that fell back to a full list (an
+    /// expired `continue` token), the full list's count, not the sum of both attempts.
+    pub objects: u64,
+}
+
 /// A snapshot of the reflector's health and counters.
 #[derive(Clone, Debug)]
 pub struct Health {
@@ -193,6 +209,10 @@ pub struct Health {
     pub last_event: Option<Instant>,
     /// Completed lists (streaming or paginated), the first one included.
     pub lists: u64,
+    /// The first complete list: what a tool reports as "synced" (kwatch's `SYNCED` line).
+    pub initial_list: Option<ListSummary>,
+    /// The most recent complete list.
+    pub last_list: Option<ListSummary>,
     /// Watches opened.
     pub watches: u64,
     /// Watch events received (bookmarks included).
@@ -208,6 +228,8 @@ impl Default for Health {
             last_error: None,
             last_event: None,
             lists: 0,
+            initial_list: None,
+            last_list: None,
             watches: 0,
             events: 0,
         }
@@ -262,6 +284,12 @@ pub struct Reflector<T> {
     streaming_unsupported: bool,
     /// The last streaming list failed: use LIST for the next relist only (WL8).
     list_fallback_once: bool,
+    /// R14: the open watch started from `""` or `"0"`, so the server first sends synthetic ADDED
+    /// events in no version order; `last_rv` stays put until the first other event.
+    holding_rv_for_synthetic_adds: bool,
+    /// WL6's one immediate retry of a streaming list cut before its end was used; the next cut
+    /// backs off. Cleared by a completed list.
+    streaming_retried_at_once: bool,
 }
 
 impl<T: Object + Clone> Reflector<T> {
@@ -281,6 +309,8 @@ impl<T: Object + Clone> Reflector<T> {
             paginated_result: false,
             streaming_unsupported: false,
             list_fallback_once: false,
+            holding_rv_for_synthetic_adds: false,
+            streaming_retried_at_once: false,
         }
     }
 
@@ -411,10 +441,14 @@ impl<T: Object + Clone> Reflector<T> {
     async fn list(&mut self) -> State<T> {
         let rv = self.relist_version().to_owned();
         tracing::debug!(resource_version = %rv, "listing");
-        // R6: with an RV other than "" or "0", a limit would make the read exact (X1): no limit.
-        // With "0" the watch cache ignores the limit anyway (`paginated_result` tells when it did not).
+        // R6: with an RV other than "" or "0", a limit would make the read exact (X1): no limit,
+        // so the watch cache serves it. With "0" the watch cache ignores the limit anyway. But once
+        // an RV="0" list came back paginated (R7: the watch cache is off for this resource, etcd
+        // answers), every list keeps paginating: an unpaginated list from etcd would be one huge
+        // body.
         let limit = match rv.as_str() {
             "" | "0" => Some(self.options.page_size),
+            _ if self.paginated_result => Some(self.options.page_size),
             _ => None,
         };
         let mut params = ListParams {
@@ -428,6 +462,7 @@ impl<T: Object + Clone> Reflector<T> {
             return State::Stopped;
         }
         let mut list_rv = None;
+        let mut listed_objects = 0u64;
         let mut full_list_retried = false;
         loop {
             match self.api.list(&params).await {
@@ -438,6 +473,7 @@ impl<T: Object + Clone> Reflector<T> {
                             self.paginated_result = true;
                         }
                     }
+                    listed_objects += page.items.len() as u64;
                     let items = page
                         .items
                         .into_iter()
@@ -460,6 +496,7 @@ impl<T: Object + Clone> Reflector<T> {
                     tracing::debug!(error = %e, "continue token expired; listing without pagination");
                     full_list_retried = true;
                     list_rv = None;
+                    listed_objects = 0;
                     params.continue_token = None;
                     params.limit = None;
                     params.resource_version = Some(rv.clone());
@@ -475,7 +512,7 @@ impl<T: Object + Clone> Reflector<T> {
         if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
             return State::Stopped;
         }
-        self.listed(list_rv);
+        self.listed(list_rv, listed_objects);
         State::Watch
     }
 
@@ -493,11 +530,20 @@ impl<T: Object + Clone> Reflector<T> {
         self.backoff_then(State::Relist, &e)
     }
 
-    fn listed(&mut self, rv: String) {
+    fn listed(&mut self, rv: String, objects: u64) {
         self.rv_unavailable = false;
+        self.streaming_retried_at_once = false;
+        let summary = ListSummary {
+            resource_version: rv.clone(),
+            objects,
+        };
         self.last_rv = rv;
         let mut h = self.health.lock().unwrap();
         h.lists += 1;
+        if h.initial_list.is_none() {
+            h.initial_list = Some(summary.clone());
+        }
+        h.last_list = Some(summary);
         h.resource_version = self.last_rv.clone();
         h.consecutive_failures = 0;
     }
@@ -535,6 +581,9 @@ impl<T: Object + Clone> Reflector<T> {
         let mut page: Vec<Arc<T>> = Vec::new();
         let page_size = self.options.page_size.max(1) as usize;
         let mut events = 0u64;
+        // Objects the list holds so far: one per ADDED; a MODIFIED during the initial events
+        // changes one already listed, a DELETED removes one (WL3). Counted, not collected.
+        let mut listed_objects = 0u64;
         let idle = self
             .options
             .idle_timeout
@@ -550,6 +599,11 @@ impl<T: Object + Clone> Reflector<T> {
                 Some(Ok(event)) => {
                     events += 1;
                     self.touch_event();
+                    let added = matches!(
+                        event,
+                        RawEvent::Added(_) | RawEvent::Decoded(WatchEvent::Added(_))
+                    );
+                    listed_objects += u64::from(added);
                     let flushed = match event {
                         RawEvent::Added(o) | RawEvent::Modified(o) => {
                             let mut ok = self.flush_pages(&mut Vec::new(), &mut page).await;
@@ -569,10 +623,12 @@ impl<T: Object + Clone> Reflector<T> {
                         }
                         // Keep the order: what was listed before the delete goes first.
                         RawEvent::Deleted(o) => {
+                            listed_objects = listed_objects.saturating_sub(1);
                             self.flush_pages(&mut raw_page, &mut page).await
                                 && self.fifo.push_raw(RawDelta::Deleted(o)).await
                         }
                         RawEvent::Decoded(WatchEvent::Deleted(o)) => {
+                            listed_objects = listed_objects.saturating_sub(1);
                             let o = Arc::new(self.transformed(o));
                             self.flush_pages(&mut raw_page, &mut page).await
                                 && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
@@ -584,7 +640,10 @@ impl<T: Object + Clone> Reflector<T> {
                             {
                                 return State::Stopped;
                             }
-                            self.listed(b.resource_version);
+                            self.listed(b.resource_version, listed_objects);
+                            // WL5: the same stream goes on as a normal watch whose events all
+                            // carry versions in order (client-go's propagateRVFromStart).
+                            self.holding_rv_for_synthetic_adds = false;
                             self.set_phase(Phase::Watching);
                             return State::Watching {
                                 stream,
@@ -602,14 +661,17 @@ impl<T: Object + Clone> Reflector<T> {
                     }
                 }
                 Some(Err(e)) => {
-                    // A cut stream before the bookmark: try again at once (WL6), unless nothing at
-                    // all came, which would loop: then back off.
+                    // A cut stream before the bookmark: try again at once (WL6), once; unless
+                    // nothing at all came, or the stream was garbled, or the one immediate retry
+                    // was used already: a server that always cuts must not be hammered.
                     self.fail(&e);
                     if matches!(e, Error::Decode { .. } | Error::FrameTooLarge { .. })
                         || events == 0
+                        || self.streaming_retried_at_once
                     {
                         return self.backoff_then(State::Relist, &e);
                     }
+                    self.streaming_retried_at_once = true;
                     return State::Relist;
                 }
                 None => {
@@ -622,6 +684,15 @@ impl<T: Object + Clone> Reflector<T> {
                         self.list_fallback_once = true;
                         return State::Relist;
                     }
+                    // WL6: closed before the bookmark; a new streaming list at once, once.
+                    let e = Error::Protocol(
+                        "the streaming list ended before its initial-events-end bookmark".into(),
+                    );
+                    self.fail(&e);
+                    if self.streaming_retried_at_once {
+                        return self.backoff_then(State::Relist, &e);
+                    }
+                    self.streaming_retried_at_once = true;
                     return State::Relist;
                 }
             }
@@ -684,6 +755,7 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match self.api.watch(&params).await {
             Ok(stream) => {
+                self.holding_rv_for_synthetic_adds = matches!(self.last_rv.as_str(), "" | "0");
                 self.set_phase(Phase::Watching);
                 self.health.lock().unwrap().watches += 1;
                 State::Watching {
@@ -715,8 +787,13 @@ impl<T: Object + Clone> Reflector<T> {
             RawEvent::Deleted(o) => RawDelta::Deleted(o),
             RawEvent::Decoded(event) => return self.handle_event(event),
         };
+        // R14, as in `handle_event`: synthetic ADDED events (of a watch from "" or "0") come in
+        // no version order; the version advances from the first event of another type on.
+        if self.holding_rv_for_synthetic_adds && !matches!(delta, RawDelta::Added(_)) {
+            self.holding_rv_for_synthetic_adds = false;
+        }
         let rv = delta.object().resource_version();
-        if !rv.is_empty() {
+        if !rv.is_empty() && !self.holding_rv_for_synthetic_adds {
             self.last_rv.clear();
             self.last_rv.push_str(rv);
         }
@@ -747,6 +824,7 @@ impl<T: Object + Clone> Reflector<T> {
                 self.transformed(o),
             )))),
             WatchEvent::Bookmark(b) => {
+                self.holding_rv_for_synthetic_adds = false;
                 if !b.resource_version.is_empty() {
                     self.last_rv = b.resource_version;
                     // Events carry their version to the fifo in their object; a bookmark's comes
@@ -761,14 +839,26 @@ impl<T: Object + Clone> Reflector<T> {
                 self.touch_event();
                 let e = Error::from_status(status);
                 self.fail(&e);
-                // R18: an expired watch relists (from the last version, which a LIST may still
-                // serve) after one backoff step; so does any other in-stream error.
-                return Handled::Then(self.backoff_then(State::Relist, &e));
+                // R18: 429 (the server is busy; the version is still good) watches again from the
+                // same version after a backoff, without relisting. An expired watch relists (from
+                // the last version, which a LIST may still serve) after one backoff step; so does
+                // any other in-stream error.
+                let next = if e.http_code() == Some(429) {
+                    State::Watch
+                } else {
+                    State::Relist
+                };
+                return Handled::Then(self.backoff_then(next, &e));
             }
         };
         if let Some(d) = delta {
+            // R14: synthetic ADDED events (of a watch from "" or "0") come in no version order;
+            // the version advances from the first event of another type on.
+            if self.holding_rv_for_synthetic_adds && !matches!(d, Delta::Added(_)) {
+                self.holding_rv_for_synthetic_adds = false;
+            }
             let rv = d.resource_version();
-            if !rv.is_empty() {
+            if !rv.is_empty() && !self.holding_rv_for_synthetic_adds {
                 self.last_rv.clear();
                 self.last_rv.push_str(rv);
             }
@@ -837,10 +927,14 @@ impl<T: Object + Clone> Reflector<T> {
     }
 
     /// Waits a backoff step (or the server's Retry-After, if longer), then goes on with `next`.
+    ///
+    /// The Retry-After is clamped to the backoff cap ([`BackoffOptions::max`]): a server (or a
+    /// proxy) asking for `Retry-After: 4294967295` must not park the reflector for a century.
     fn backoff_then(&mut self, next: State<T>, e: &Error) -> State<T> {
         let mut delay = self.backoff.next_delay();
         if let Some(secs) = e.retry_after_seconds() {
-            delay = delay.max(Duration::from_secs(secs.into()));
+            let asked = Duration::from_secs(secs.into());
+            delay = delay.max(asked.min(self.options.backoff.max));
         }
         tracing::debug!(?delay, "backing off");
         State::Backoff {

@@ -1,7 +1,7 @@
 //! Arbitrary bytes, cut at arbitrary points, through the frame decoder and the event decoder.
 //!
 //! Asserts: no panic; the frames (and decode results) of the chunked feed equal those of the one-shot
-//! feed; the decoder never holds more than the limit plus one chunk; the `EventDecoder` (which parses
+//! feed, and so do the values cut at a raw newline inside a string; the decoder never holds more than the limit plus one chunk; the `EventDecoder` (which parses
 //! newline-terminated values in place) yields exactly what framing then decoding yields, for the
 //! one-shot and the chunked feed.
 #![no_main]
@@ -18,6 +18,8 @@ const LIMIT: usize = 512;
 enum Out {
     Frame(Vec<u8>, u64),
     TooLarge,
+    /// A value cut at a raw newline inside a string (at this offset).
+    Broken(u64),
     Eof(usize),
 }
 
@@ -92,6 +94,7 @@ fn run(data: &[u8], cuts: &[usize]) -> Vec<Out> {
                 }
                 Ok(None) => break,
                 Err(Error::FrameTooLarge { .. }) => out.push(Out::TooLarge),
+                Err(Error::Decode { offset, .. }) => out.push(Out::Broken(offset)),
                 Err(e) => panic!("unexpected error {e}"),
             }
         }
@@ -131,6 +134,16 @@ fuzz_target!(|input: &[u8]| {
         one_shot.iter().filter(|o| matches!(o, Out::TooLarge)).count(),
         chunked.iter().filter(|o| matches!(o, Out::TooLarge)).count()
     );
+    // A string that meets a raw newline ends its value at the same place however the stream is cut.
+    let broken = |v: &[Out]| -> Vec<u64> {
+        v.iter()
+            .filter_map(|o| match o {
+                Out::Broken(at) => Some(*at),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(broken(&one_shot), broken(&chunked));
     // The fused decoder: the same events and errors, whole or cut.
     let reference = framed_then_decoded(data);
     assert_eq!(event_decoder(data, &[]), reference);

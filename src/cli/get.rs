@@ -37,6 +37,11 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
     }
     let mut objects: Vec<Arc<DynamicObject>> = informer.store().list();
     informer.stop();
+    let list_rv = informer
+        .health()
+        .initial_list
+        .map(|l| l.resource_version)
+        .unwrap_or_default();
     objects.sort_by_key(|o| (o.meta().namespace.clone(), o.meta().name.clone()));
     if let Some(name) = &args.name {
         if objects.is_empty() {
@@ -58,7 +63,8 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
         Format::Json => out.json_pretty(&json!({
             "apiVersion": "v1",
             "kind": "List",
-            "metadata": {"resourceVersion": informer.store().last_applied_resource_version()},
+            // The list's version (the store may be past it by a few events).
+            "metadata": {"resourceVersion": list_rv},
             "items": objects.iter().map(|o| &**o).collect::<Vec<&DynamicObject>>(),
         }))?,
         Format::Jsonl => {

@@ -6,8 +6,10 @@
 //! {"type":"SYNCED","objects":1,"resourceVersion":"42"}
 //! ```
 //!
-//! `SYNCED` comes once, after the notification of the last object of the initial list.
-//! `--until-synced` exits there; `--max-events N` exits once N watch events received after the
+//! `SYNCED` comes once, after the notification of the last object of the initial list; it gives
+//! the initial list's resourceVersion and object count (the complete list's, also when an expired
+//! `continue` token made the reflector list again), not the store's newer state.
+//! `--until-synced` exits there, printing nothing after it; `--max-events N` exits once N watch events received after the
 //! sync have been applied to the store (and their notifications printed); `--stats` then prints
 //! one JSON line of figures on stderr.
 
@@ -144,6 +146,8 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
     let mut sync_observed = false;
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     let mut first: Option<Notification> = None;
+    // Live notifications that came before SYNCED was printed.
+    let mut held: Vec<Notification> = Vec::new();
     loop {
         tokio::select! {
             n = rx.recv() => first = n,
@@ -160,13 +164,21 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
             batch.push(n);
         }
         for n in batch {
-            if sync_observed && sync.is_none() && !n.initial() {
-                sync = Some(printer.synced(&mut out, &informer)?);
+            if sync.is_none() && !n.initial() {
+                // A live notification: the initial ones before it are all here (the handler's
+                // queue is in order); it waits until SYNCED is printed.
+                held.push(n);
+                continue;
             }
             printer.print(&mut out, &n)?;
         }
         if sync_observed && sync.is_none() {
             sync = Some(printer.synced(&mut out, &informer)?);
+            if !args.until_synced {
+                for n in held.drain(..) {
+                    printer.print(&mut out, &n)?;
+                }
+            }
         }
         out.flush()?;
         match sync {
@@ -190,8 +202,12 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
             None => {}
         }
     }
-    // Anything already handed over is printed before exiting.
+    // Anything already handed over is printed before exiting; `--until-synced` prints exactly
+    // the initial list and SYNCED.
     while let Ok(n) = rx.try_recv() {
+        if args.until_synced {
+            break;
+        }
         printer.print(&mut out, &n)?;
     }
     out.flush()?;
@@ -292,20 +308,17 @@ impl Printer {
         informer: &Informer<DynamicObject>,
     ) -> CliResult<(Instant, u64)> {
         let m = informer.metrics();
-        let rv = if m.last_applied_resource_version.is_empty() {
-            m.reflector.resource_version.clone()
-        } else {
-            m.last_applied_resource_version.clone()
-        };
+        // The initial list's version and count: the store may already be past it.
+        let list = m.reflector.initial_list.clone().unwrap_or_default();
+        let (rv, objects) = (list.resource_version, list.objects);
         match self.format {
             Format::Jsonl | Format::Json => out.json_line(&SyncedLine {
                 type_: "SYNCED",
-                objects: self.initial,
+                objects,
                 resource_version: &rv,
             })?,
             Format::Table => out.line(&format!(
-                "SYNCED    {} objects at resourceVersion {rv}",
-                self.initial
+                "SYNCED    {objects} objects at resourceVersion {rv}"
             ))?,
             Format::None => {}
         }

@@ -31,7 +31,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::header::{ACCEPT, AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode, Uri};
 use hyper_rustls::FixedServerNameResolver;
@@ -248,12 +248,22 @@ impl Client {
         path_and_query: &str,
         body: Option<(Bytes, &'static str)>,
     ) -> Result<T> {
+        let bytes = self.request_bytes(method, path_and_query, body).await?;
+        serde_json::from_slice(&bytes).map_err(|e| decode_error(&bytes, 0, &e))
+    }
+
+    /// Sends a request and reads the whole answer, within the request timeout and body limit.
+    async fn request_bytes(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+    ) -> Result<Vec<u8>> {
         let timeout = self.inner.config.request_timeout;
         let what = format!("{method} {path_and_query}");
         let fut = async {
             let resp = self.send(method, path_and_query, body).await?;
-            let bytes = read_body(resp.into_body(), self.inner.config.max_response_bytes).await?;
-            serde_json::from_slice(&bytes).map_err(|e| decode_error(&bytes, 0, &e))
+            read_body(resp.into_body(), self.inner.config.max_response_bytes).await
         };
         tokio::time::timeout(timeout, fut)
             .await
@@ -266,15 +276,27 @@ fn basic_credentials(user: &str, password: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }
 
-/// Reads a whole body, failing with [`Error::ResponseTooLarge`] past `limit` bytes.
-async fn read_body(body: ResponseBody, limit: usize) -> Result<Bytes> {
-    match Limited::new(body, limit).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            Err(Error::ResponseTooLarge { limit })
-        }
-        Err(e) => Err(Error::transport("reading response body", e)),
+/// Reads a whole body into one buffer, failing with [`Error::ResponseTooLarge`] past `limit`
+/// bytes (at once when the `Content-Length` says so). Each received chunk is appended and dropped,
+/// so the peak is the body plus one chunk, not the chunks plus a contiguous copy of them.
+async fn read_body(mut body: ResponseBody, limit: usize) -> Result<Vec<u8>> {
+    use hyper::body::Body as _;
+    let announced = body.size_hint().lower();
+    if announced > limit as u64 {
+        return Err(Error::ResponseTooLarge { limit });
     }
+    // The announced length is within the limit, so this reservation is bounded by it.
+    let mut buf = Vec::with_capacity(announced as usize);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Error::transport("reading response body", e))?;
+        if let Ok(data) = frame.into_data() {
+            if data.len() > limit - buf.len() {
+                return Err(Error::ResponseTooLarge { limit });
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf)
 }
 
 /// Turns a non-2xx response into an error: a `Status` body is decoded (410 becomes
@@ -288,7 +310,7 @@ async fn error_from_response(resp: Response<ResponseBody>) -> Error {
         .and_then(|v| v.trim().parse::<u32>().ok());
     let bytes = match read_body(resp.into_body(), MAX_ERROR_BODY).await {
         Ok(b) => b,
-        Err(Error::ResponseTooLarge { .. }) => Bytes::from_static(b"(error body too large)"),
+        Err(Error::ResponseTooLarge { .. }) => b"(error body too large)".to_vec(),
         Err(e) => return e,
     };
     error_from_body(code, retry_after, &bytes)
@@ -367,6 +389,61 @@ pub struct ObjectList<T> {
     #[serde(default = "Vec::new", deserialize_with = "null_as_default")]
     #[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
     pub items: Vec<T>,
+}
+
+/// A LIST body as sent, before it is checked to be a list of the requested kind.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
+struct ListBody<T> {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: ListMeta,
+    /// `None` when the body has no `items` at all (`null` counts as an empty list).
+    #[serde(default, deserialize_with = "present_items")]
+    items: Option<Vec<T>>,
+    /// A `Status` body's explanation, to quote in the error.
+    #[serde(default)]
+    message: String,
+}
+
+fn present_items<'de, D, T>(d: D) -> std::result::Result<Option<Vec<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    Ok(Some(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default()))
+}
+
+impl<T> ListBody<T> {
+    /// The page, if the body is a list of `resource`'s kind (`{Kind}List`, or the generic `List`;
+    /// a body without `kind` is taken on its `items`).
+    fn into_list(self, resource: &ApiResource, path: &str) -> Result<ObjectList<T>> {
+        let expected = format!("{}List", resource.kind);
+        let kind_ok = self.kind.is_empty()
+            || self.kind == "List"
+            || resource.kind.is_empty()
+            || self.kind == expected;
+        let problem = if self.kind == "Status" {
+            Some(format!("a Status ({:?})", self.message))
+        } else if !kind_ok {
+            Some(format!("a {}", self.kind))
+        } else if self.items.is_none() {
+            Some("a body without items".to_owned())
+        } else {
+            None
+        };
+        match (problem, self.items) {
+            (None, Some(items)) => Ok(ObjectList {
+                metadata: self.metadata,
+                items,
+            }),
+            (problem, _) => Err(Error::Protocol(format!(
+                "GET {path} answered 200 with {}, not a {expected}",
+                problem.unwrap_or_default()
+            ))),
+        }
+    }
 }
 
 /// A typed view of one resource, in one namespace or across all namespaces.
@@ -460,9 +537,17 @@ impl<T: Object> Api<T> {
     }
 
     /// LIST one page.
+    ///
+    /// A `200` whose body is not a list of this resource's kind (`{}`, a `Status`, another kind,
+    /// a `Table`, no `items`) is an [`Error::Protocol`], never an empty list; a body larger than
+    /// [`Config::max_response_bytes`] is an [`Error::ResponseTooLarge`], found without holding
+    /// more than the limit.
     pub async fn list(&self, params: &ListParams) -> Result<ObjectList<T>> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
-        self.client.request(Method::GET, &path, None).await
+        let bytes = self.client.request_bytes(Method::GET, &path, None).await?;
+        let body: ListBody<T> =
+            serde_json::from_slice(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
+        body.into_list(&self.resource, &path)
     }
 
     /// A pager that yields page after page, holding one page at a time.

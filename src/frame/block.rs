@@ -1,5 +1,5 @@
-//! Classifying 64 bytes at a time: where the quotes, backslashes and brackets are, which quotes are
-//! escaped, and which bytes are inside strings (the idea of simdjson's first stage, in Rust).
+//! Classifying 64 bytes at a time: where the quotes, backslashes, brackets and newlines are, which
+//! quotes are escaped, and which bytes are inside strings (the idea of simdjson's first stage, in Rust).
 //!
 //! Each byte class becomes a 64-bit mask (bit *i* for byte *i*). On x86-64 the masks come from SSE2
 //! (16 byte compares and one `pmovmskb` per 16 bytes); elsewhere from plain comparisons the compiler
@@ -12,6 +12,10 @@
 //! precedes it. An escaped quote does not open or close a string; brackets are counted outside strings
 //! whether or not they are escaped (a backslash outside a string is invalid JSON anyway, and the
 //! parser reports it).
+//!
+//! A raw newline inside a string (escaped or not) ends the value as malformed: JSON forbids raw
+//! control characters in strings, and the apiserver ends every event with a newline, so a string
+//! still open at the end of its line is one that will never close (see the parent module).
 
 /// Packs 64 flags (each byte 0 or 1) into a mask, eight at a time: the multiplication moves the
 /// flag of byte *k* of a word to bit 56 + *k*, where the shift picks the eight of them up.
@@ -33,9 +37,10 @@ pub(super) struct Masks {
     pub backslash: u64,
     pub open: u64,
     pub close: u64,
+    pub newline: u64,
 }
 
-/// The masks of `block` for `"`, `\\`, `open` and `close`.
+/// The masks of `block` for `"`, `\\`, `open`, `close` and `\n`.
 #[inline(always)]
 pub(super) fn masks(block: &[u8; 64], open: u8, close: u8) -> Masks {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -52,7 +57,7 @@ pub(super) fn masks(block: &[u8; 64], open: u8, close: u8) -> Masks {
     }
 }
 
-/// SSE2: per 16 bytes, one load, four byte compares and four `pmovmskb`, which move the compare
+/// SSE2: per 16 bytes, one load, five byte compares and five `pmovmskb`, which move the compare
 /// results' top bits straight into a mask. Measured by `cargo bench --bench frames` (framing) at
 /// about 1.5x the throughput of [`masks_portable`] on this crate's streams.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
@@ -61,8 +66,8 @@ pub(super) fn masks(block: &[u8; 64], open: u8, close: u8) -> Masks {
 fn masks_sse2(block: &[u8; 64], open: u8, close: u8) -> Masks {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_movemask_epi8, _mm_set_epi64x, _mm_set1_epi8};
 
-    let [quote_v, backslash_v, open_v, close_v] =
-        [b'"', b'\\', open, close].map(|c| _mm_set1_epi8(c as i8));
+    let [quote_v, backslash_v, open_v, close_v, newline_v] =
+        [b'"', b'\\', open, close, b'\n'].map(|c| _mm_set1_epi8(c as i8));
     let mut m = Masks::default();
     for (i, lane) in block.chunks_exact(16).enumerate() {
         // Two 8-byte halves: the compiler fuses them into one unaligned 16-byte load (`movdqu`)
@@ -75,6 +80,7 @@ fn masks_sse2(block: &[u8; 64], open: u8, close: u8) -> Masks {
         m.backslash |= bits(backslash_v);
         m.open |= bits(open_v);
         m.close |= bits(close_v);
+        m.newline |= bits(newline_v);
     }
     m
 }
@@ -85,18 +91,20 @@ fn masks_sse2(block: &[u8; 64], open: u8, close: u8) -> Masks {
 #[inline]
 fn masks_portable(block: &[u8; 64], open: u8, close: u8) -> Masks {
     let (mut quote, mut backslash) = ([0u8; 64], [0u8; 64]);
-    let (mut opens, mut closes) = ([0u8; 64], [0u8; 64]);
+    let (mut opens, mut closes, mut newlines) = ([0u8; 64], [0u8; 64], [0u8; 64]);
     for (i, &b) in block.iter().enumerate() {
         quote[i] = u8::from(b == b'"');
         backslash[i] = u8::from(b == b'\\');
         opens[i] = u8::from(b == open);
         closes[i] = u8::from(b == close);
+        newlines[i] = u8::from(b == b'\n');
     }
     Masks {
         quote: pack(&quote),
         backslash: pack(&backslash),
         open: pack(&opens),
         close: pack(&closes),
+        newline: pack(&newlines),
     }
 }
 
@@ -139,8 +147,8 @@ pub(super) fn prefix_xor(mut x: u64) -> u64 {
     x
 }
 
-/// The brackets of one block that are outside strings, as `(open, close)` masks. Updates the
-/// carried escape and in-string state to the end of the block.
+/// The brackets of one block that are outside strings, as `(open, close)` masks, and the raw
+/// newlines inside strings. Updates the carried escape and in-string state to the end of the block.
 #[inline(always)]
 fn brackets(
     block: &[u8; 64],
@@ -148,7 +156,7 @@ fn brackets(
     close: u8,
     escape: &mut bool,
     in_string: &mut bool,
-) -> (u64, u64) {
+) -> (u64, u64, u64) {
     let m = masks(block, open, close);
     let esc = if m.backslash == 0 && !*escape {
         0
@@ -158,13 +166,22 @@ fn brackets(
     let quotes = m.quote & !esc;
     let inside = prefix_xor(quotes) ^ if *in_string { u64::MAX } else { 0 };
     *in_string = inside >> 63 == 1;
-    (m.open & !inside, m.close & !inside)
+    (m.open & !inside, m.close & !inside, m.newline & inside)
+}
+
+/// Where the block scan stopped inside a container.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Stop {
+    /// The container closed; its end (exclusive).
+    Closed(usize),
+    /// A raw newline inside a string, at this index: the value is malformed and ends there.
+    RawNewline(usize),
 }
 
 /// Scans the whole 64-byte blocks of `buf` from `i` for the end of a container whose `depth`
 /// open brackets (of kind `open`/`close`) are pending, carrying the escape and in-string state.
-/// Returns where the blocks stop (the caller scans the shorter tail byte by byte) and the end
-/// (exclusive) of the container if it closes within them.
+/// Returns where the blocks stop (the caller scans the shorter tail byte by byte) and, if the
+/// container closes within them or a string in it meets a raw newline first, where.
 ///
 /// Counting brackets per block needs a population count, which x86-64's baseline lacks: the
 /// software fallback took half of the scan's time. So the loop is compiled twice, once with the
@@ -178,7 +195,7 @@ pub(super) fn scan_blocks(
     depth: &mut u32,
     escape: &mut bool,
     in_string: &mut bool,
-) -> (usize, Option<usize>) {
+) -> (usize, Option<Stop>) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("popcnt") {
         // SAFETY: `scan_blocks_popcnt` only requires the `popcnt` target feature, which was just
@@ -198,7 +215,7 @@ fn scan_blocks_popcnt(
     depth: &mut u32,
     escape: &mut bool,
     in_string: &mut bool,
-) -> (usize, Option<usize>) {
+) -> (usize, Option<Stop>) {
     scan_blocks_with(buf, i, open, close, depth, escape, in_string)
 }
 
@@ -211,10 +228,31 @@ fn scan_blocks_with(
     depth: &mut u32,
     escape: &mut bool,
     in_string: &mut bool,
-) -> (usize, Option<usize>) {
+) -> (usize, Option<Stop>) {
     while i + 64 <= buf.len() {
         let chunk: &[u8; 64] = buf[i..i + 64].try_into().expect("64 bytes");
-        let (opens, closes) = brackets(chunk, open, close, escape, in_string);
+        let (mut opens, mut closes, raw_newlines) = brackets(chunk, open, close, escape, in_string);
+        if raw_newlines != 0 {
+            // Only the brackets before the first raw newline count: the value either closes
+            // before it or ends there, malformed.
+            let first = raw_newlines.trailing_zeros();
+            let before = (1u64 << first) - 1;
+            (opens, closes) = (opens & before, closes & before);
+            let mut brackets = opens | closes;
+            while brackets != 0 {
+                let bit = brackets.trailing_zeros();
+                if opens >> bit & 1 == 1 {
+                    *depth += 1;
+                } else {
+                    *depth -= 1;
+                    if *depth == 0 {
+                        return (i, Some(Stop::Closed(i + bit as usize + 1)));
+                    }
+                }
+                brackets &= brackets - 1;
+            }
+            return (i, Some(Stop::RawNewline(i + first as usize)));
+        }
         let (n_open, n_close) = (opens.count_ones(), closes.count_ones());
         if n_close < *depth {
             // The value cannot end in this block: just count.
@@ -229,7 +267,7 @@ fn scan_blocks_with(
                 } else {
                     *depth -= 1;
                     if *depth == 0 {
-                        return (i, Some(i + bit as usize + 1));
+                        return (i, Some(Stop::Closed(i + bit as usize + 1)));
                     }
                 }
                 brackets &= brackets - 1;
@@ -264,6 +302,7 @@ mod tests {
                 assert_eq!(m.backslash, naive(&block, b'\\'));
                 assert_eq!(m.open, naive(&block, open));
                 assert_eq!(m.close, naive(&block, close));
+                assert_eq!(m.newline, naive(&block, b'\n'));
                 assert_eq!(masks_portable(&block, open, close), m);
             }
         }

@@ -22,7 +22,12 @@
 //!   when the depth of its own bracket returns to zero. Brackets of the other kind cannot unbalance a
 //!   well-formed value, and a malformed one still ends somewhere and then fails to parse, which is the
 //!   parser's job to report;
-//! * in a string, only `"` and `\` count (`\` makes the next byte inert);
+//! * in a string, only `"` and `\` count (`\` makes the next byte inert), and a raw newline: JSON
+//!   forbids raw control characters in strings and the apiserver ends every event with a newline,
+//!   so a string still open at the end of its line will never close. The value ends there, as a
+//!   decode error ([`Error::Decode`]) of that value alone, and framing goes on after the newline:
+//!   the lines behind it are not swallowed while the framer waits for a closing quote. (Other raw
+//!   control characters do not affect framing; the parser rejects the value that holds them.)
 //! * a scalar (number, `true`, `null`, or garbage such as an HTML page) ends at whitespace or at a
 //!   structural byte.
 //!
@@ -52,7 +57,7 @@ mod block;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, excerpt};
 
 /// The default limit on one frame: 16 MiB, as client-go's streaming decoder (X14).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
@@ -105,6 +110,9 @@ pub struct FrameDecoder {
     offset: u64,
     /// Dropping the rest of a value that exceeded `max_frame`.
     discarding: bool,
+    /// Set by `scan`: the value met a raw newline inside a string at this index of `buf`, and ends
+    /// there, malformed.
+    raw_newline: Option<usize>,
 }
 
 impl Default for FrameDecoder {
@@ -136,6 +144,7 @@ impl FrameDecoder {
             max_frame: max_frame.max(1),
             offset: 0,
             discarding: false,
+            raw_newline: None,
         }
     }
 
@@ -151,7 +160,16 @@ impl FrameDecoder {
     }
 
     /// The next complete value, `Ok(None)` if more bytes are needed, or an error for a value over the
-    /// limit (the decoder then skips that value and carries on).
+    /// limit or a value whose string meets a raw newline (the decoder then skips that value and
+    /// carries on).
+    ///
+    /// ```
+    /// use informer::{Error, frame::FrameDecoder};
+    /// let mut dec = FrameDecoder::new();
+    /// dec.push(b"{\"name\":\"never closes}\n{\"ok\":1}\n");
+    /// assert!(matches!(dec.next_frame(), Err(Error::Decode { offset: 22, .. })));
+    /// assert_eq!(&dec.next_frame().unwrap().unwrap().bytes[..], b"{\"ok\":1}");
+    /// ```
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
         loop {
             if self.state == State::Between {
@@ -168,6 +186,30 @@ impl FrameDecoder {
                 self.start_value();
             }
             let end = self.scan();
+            if let Some(at) = self.raw_newline.take() {
+                // The value ends at the newline, malformed; framing resumes after it. One over the
+                // limit is reported as such, however it ends (as when it arrives in pieces).
+                let error = if at > self.max_frame {
+                    Error::FrameTooLarge {
+                        limit: self.max_frame,
+                    }
+                } else {
+                    Error::Decode {
+                        offset: self.offset + at as u64,
+                        excerpt: excerpt(&self.buf[..at], at.saturating_sub(60), 60),
+                        message: "a string holds a raw newline (or never closes before the end of \
+                                  its line); the value is dropped"
+                            .into(),
+                    }
+                };
+                self.consume(at + 1);
+                self.state = State::Between;
+                if std::mem::take(&mut self.discarding) {
+                    // The oversized value was reported already.
+                    continue;
+                }
+                return Err(error);
+            }
             let frame_len = end.unwrap_or(self.scanned);
             if self.discarding {
                 // Drop what was scanned of the oversized value; nothing of it is kept.
@@ -335,7 +377,7 @@ impl FrameDecoder {
         }
     }
 
-    /// Scans a top-level string: only `"` and `\` matter.
+    /// Scans a top-level string: only `"`, `\` and a raw newline matter.
     fn scan_string(&mut self) -> Option<usize> {
         let State::Value { escaped, .. } = &mut self.state else {
             unreachable!("scan is only called inside a value");
@@ -345,11 +387,19 @@ impl FrameDecoder {
         if *escaped && i < buf.len() {
             // The byte after a backslash that ended the previous push.
             *escaped = false;
+            if buf[i] == b'\n' {
+                self.raw_newline = Some(i);
+                return self.done(i + 1);
+            }
             i += 1;
         }
         while i < buf.len() {
-            match memchr::memchr2(b'"', b'\\', &buf[i..]) {
+            match memchr::memchr3(b'"', b'\\', b'\n', &buf[i..]) {
                 None => break,
+                Some(j) if buf[i + j] == b'\n' => {
+                    self.raw_newline = Some(i + j);
+                    return self.done(i + j + 1);
+                }
                 Some(j) if buf[i + j] == b'\\' => {
                     if i + j + 1 == buf.len() {
                         *escaped = true;
@@ -376,14 +426,24 @@ impl FrameDecoder {
             unreachable!("scan is only called inside a value");
         };
         let buf = &self.buf[..];
-        let (next, end) = block::scan_blocks(buf, i, open, close, depth, escaped, in_string);
-        if let Some(end) = end {
-            return self.done(end);
+        let (next, stop) = block::scan_blocks(buf, i, open, close, depth, escaped, in_string);
+        match stop {
+            Some(block::Stop::Closed(end)) => return self.done(end),
+            Some(block::Stop::RawNewline(at)) => {
+                self.raw_newline = Some(at);
+                return self.done(at + 1);
+            }
+            None => {}
         }
         i = next;
         while i < buf.len() {
             let b = buf[i];
             i += 1;
+            if b == b'\n' && *in_string {
+                // Escaped or not: a raw newline never belongs in a string.
+                self.raw_newline = Some(i - 1);
+                return self.done(i);
+            }
             if std::mem::take(escaped) {
                 // An escaped quote or backslash is inert; brackets still count outside strings.
                 if b != open && b != close || *in_string {
@@ -527,6 +587,66 @@ mod tests {
         );
     }
 
+    /// Frames and errors, in order (`Err` as its message's first word).
+    fn frames_and_errors(chunks: &[&[u8]]) -> Vec<String> {
+        let mut dec = FrameDecoder::new();
+        let mut out = Vec::new();
+        for c in chunks {
+            dec.push(c);
+            loop {
+                match dec.next_frame() {
+                    Ok(Some(f)) => out.push(String::from_utf8_lossy(&f.bytes).into_owned()),
+                    Ok(None) => break,
+                    Err(Error::Decode { offset, .. }) => out.push(format!("error at {offset}")),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+        assert!(dec.finish().unwrap().is_none());
+        out
+    }
+
+    #[test]
+    fn a_raw_newline_in_a_string_ends_that_value_as_an_error() {
+        // Every cut, in the block scanner (long lines) and the byte tail (short ones).
+        let pad = "p".repeat(100);
+        for (broken, rest) in [
+            // A raw newline inside a string, then valid lines.
+            (
+                format!("{{\"a\":\"{pad}\nb\"}}\n"),
+                vec!["b".to_owned(), "error at 110".to_owned()],
+            ),
+            // A string that never closes, then valid lines.
+            (format!("{{\"a\":\"{pad}}}\n"), vec![]),
+            ("{\"a\":[\"x\\\n".to_owned(), vec![]),
+            ("\"top-level\n".to_owned(), vec![]),
+        ] {
+            let valid = format!("{{\"ok\":1,\"s\":\"{pad}\"}}\n{{\"ok\":2}}\n");
+            let input = format!("{broken}{valid}");
+            let first_newline = broken.find('\n').unwrap();
+            let mut want = vec![format!("error at {first_newline}")];
+            want.extend(rest);
+            want.push(format!("{{\"ok\":1,\"s\":\"{pad}\"}}"));
+            want.push("{\"ok\":2}".to_owned());
+            let input = input.as_bytes();
+            for cut in 0..input.len() {
+                assert_eq!(
+                    frames_and_errors(&[&input[..cut], &input[cut..]]),
+                    want,
+                    "{broken:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pretty_printed_values_keep_their_newlines_outside_strings() {
+        assert_eq!(
+            frames(&[b"{\n  \"a\": \"x\",\n  \"b\": [\n1\n]\n}\n"]),
+            vec![&b"{\n  \"a\": \"x\",\n  \"b\": [\n1\n]\n}"[..]]
+        );
+    }
+
     /// A byte-at-a-time framer with the documented rules, to check the block scanner against.
     fn reference(input: &[u8]) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
@@ -545,9 +665,16 @@ mod tests {
             let (mut depth, mut in_string, mut escaped) = (1u32, false, false);
             i += 1;
             let mut end = None;
+            let mut broken = false;
             while i < input.len() {
                 let b = input[i];
                 i += 1;
+                if b == b'\n' && in_string {
+                    // A raw newline in a string ends the value as an error; framing resumes
+                    // after it.
+                    broken = true;
+                    break;
+                }
                 if std::mem::take(&mut escaped) {
                     if (b != open && b != close) || in_string {
                         continue;
@@ -573,6 +700,7 @@ mod tests {
                 }
             }
             match end {
+                _ if broken => out.push(b"error".to_vec()),
                 Some(e) => out.push(input[start..e].to_vec()),
                 None => return out,
             }
@@ -601,8 +729,13 @@ mod tests {
             let mut got = Vec::new();
             for part in [&input[..cut], &input[cut..]] {
                 dec.push(part);
-                while let Some(f) = dec.next_frame().unwrap() {
-                    got.push(f.bytes.to_vec());
+                loop {
+                    match dec.next_frame() {
+                        Ok(Some(f)) => got.push(f.bytes.to_vec()),
+                        Ok(None) => break,
+                        Err(Error::Decode { .. }) => got.push(b"error".to_vec()),
+                        Err(e) => panic!("{e}"),
+                    }
                 }
             }
             // After the last container the reference stops; so do we.

@@ -18,8 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::Object;
 use crate::fifo::DeletedObject;
+use crate::reflector::ErrorCallback;
+use crate::store::panic_message;
+use crate::{Error, Object};
 
 /// Receives an informer's notifications. Every method has an empty default.
 ///
@@ -270,7 +272,8 @@ pub struct HandlerMetrics {
     pub delivered: u64,
     /// Notifications merged into waiting ones.
     pub coalesced: u64,
-    /// Calls that panicked (caught; the handler goes on with the next notification).
+    /// Calls that panicked (caught, logged and passed to the informer's error callback; the
+    /// handler goes on with the next notification).
     pub panics: u64,
 }
 
@@ -285,10 +288,16 @@ pub(crate) struct Slot<T> {
     handler: Box<dyn EventHandler<T>>,
     delivered: AtomicU64,
     panics: AtomicU64,
+    /// Told of every caught panic.
+    on_error: Option<ErrorCallback>,
 }
 
 impl<T: Object> Slot<T> {
-    pub(crate) fn new(id: u64, handler: Box<dyn EventHandler<T>>) -> Arc<Slot<T>> {
+    pub(crate) fn new(
+        id: u64,
+        handler: Box<dyn EventHandler<T>>,
+        on_error: Option<ErrorCallback>,
+    ) -> Arc<Slot<T>> {
         Arc::new(Slot {
             id,
             queue: Mutex::new(Queue::new()),
@@ -296,6 +305,7 @@ impl<T: Object> Slot<T> {
             handler,
             delivered: AtomicU64::new(0),
             panics: AtomicU64::new(0),
+            on_error,
         })
     }
 
@@ -336,7 +346,9 @@ impl<T: Object> Slot<T> {
     }
 
     /// The handler thread: delivers notifications in order until closed, and resyncs when due.
+    /// A resync period of zero means "never" (client-go: no resync timer at all).
     pub(crate) fn run(self: Arc<Self>, resync: Option<(Duration, ResyncFn<T>)>) {
+        let resync = resync.filter(|(period, _)| !period.is_zero());
         let mut next_resync = resync.as_ref().map(|(period, _)| Instant::now() + *period);
         loop {
             let notification = {
@@ -374,12 +386,25 @@ impl<T: Object> Slot<T> {
             }));
             // Relaxed: counters for metrics only; nothing is ordered by them.
             self.delivered.fetch_add(1, Ordering::Relaxed);
-            if result.is_err() {
+            if let Err(payload) = result {
                 self.panics.fetch_add(1, Ordering::Relaxed);
+                let (call, key) = match &notification {
+                    Notification::Add { obj, .. } => ("on_add", obj.meta().key()),
+                    Notification::Update { new, .. } => ("on_update", new.meta().key()),
+                    Notification::Delete(d) => ("on_delete", d.key()),
+                };
+                let e = Error::Panicked {
+                    context: format!("event handler {}, {call} of {key}", self.id),
+                    message: panic_message(&*payload),
+                };
                 tracing::error!(
                     handler = self.id,
+                    error = %e,
                     "an event handler panicked; it goes on with the next event"
                 );
+                if let Some(cb) = &self.on_error {
+                    cb(&e);
+                }
             }
             if initial {
                 // Counted down only after the call returned: has_synced means "handled".

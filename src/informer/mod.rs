@@ -36,7 +36,7 @@ use handler::{Notification, ResyncFn, Slot};
 use crate::Object;
 use crate::client::Api;
 use crate::fifo::{Delta, DeltaFifo, FifoConsumer, FifoMetrics};
-use crate::reflector::{Health, Reflector, ReflectorOptions, Transform};
+use crate::reflector::{ErrorCallback, Health, Reflector, ReflectorOptions, Transform};
 use crate::store::Store;
 
 /// Identifies a registered handler, for [`Informer::remove_handler`] and
@@ -61,6 +61,8 @@ pub struct InformerMetrics {
     pub last_event_age: Option<Duration>,
     /// Per handler, in registration order.
     pub handlers: Vec<(HandlerId, HandlerMetrics)>,
+    /// Index-function calls that panicked (caught; see [`Store::index_panics`]).
+    pub index_panics: u64,
 }
 
 struct Shared<T: Object> {
@@ -73,6 +75,8 @@ struct Shared<T: Object> {
     /// Parts that `start` moves out.
     pending_start: Mutex<Option<(Reflector<T>, FifoConsumer<T>)>>,
     health: Arc<Mutex<Health>>,
+    /// The options' error callback, also told of handler panics.
+    on_error: Option<ErrorCallback>,
     applied: AtomicU64,
     started: AtomicBool,
     reflector_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -125,6 +129,15 @@ impl<T: Object + Clone> Informer<T> {
         transform: Option<Transform<T>>,
     ) -> Informer<T> {
         let store = Arc::new(Store::new());
+        let on_error = options.on_error.clone();
+        if let Some(cb) = on_error.clone() {
+            store.on_index_panic(Arc::new(move |index, key, message| {
+                cb(&crate::Error::Panicked {
+                    context: format!("index function {index:?}, on {key}"),
+                    message: message.to_owned(),
+                })
+            }));
+        }
         let (fifo, consumer) = DeltaFifo::new(store.clone());
         let mut reflector = Reflector::new(api, fifo.clone(), options);
         if let Some(t) = transform {
@@ -139,6 +152,7 @@ impl<T: Object + Clone> Informer<T> {
                 next_handler: AtomicU64::new(1),
                 pending_start: Mutex::new(Some((reflector, consumer))),
                 health,
+                on_error,
                 applied: AtomicU64::new(0),
                 started: AtomicBool::new(false),
                 reflector_task: Mutex::new(None),
@@ -209,7 +223,8 @@ impl<T: Object + Clone> Informer<T> {
     }
 
     /// Registers a handler that also receives `on_update(obj, obj)` for every stored object every
-    /// `period` (client-go's resync), except for objects with a notification already waiting.
+    /// `period` (client-go's resync), except for objects with a notification already waiting. A
+    /// period of zero means never.
     pub fn add_handler_with_resync(
         &self,
         handler: impl EventHandler<T>,
@@ -220,7 +235,7 @@ impl<T: Object + Clone> Informer<T> {
 
     fn register(&self, handler: Box<dyn EventHandler<T>>, resync: Option<Duration>) -> HandlerId {
         let id = self.shared.next_handler.fetch_add(1, Ordering::Relaxed);
-        let slot = Slot::new(id, handler);
+        let slot = Slot::new(id, handler, self.shared.on_error.clone());
         {
             let mut handlers = self.shared.handlers.write().unwrap();
             // The processor is between two pops: the store is a consistent snapshot.
@@ -282,6 +297,7 @@ impl<T: Object + Clone> Informer<T> {
             objects: self.shared.store.len(),
             last_applied_resource_version: self.shared.store.last_applied_resource_version(),
             last_event_age,
+            index_panics: self.shared.store.index_panics(),
             handlers: self
                 .shared
                 .handlers

@@ -20,6 +20,8 @@ use super::store::Store;
 pub(crate) enum Control {
     /// Send an ERROR 410 event, then end the stream.
     Error410,
+    /// Send an ERROR 429 event (the apiserver is overloaded), then end the stream.
+    Error429,
     /// End the stream cleanly.
     CloseAll,
 }
@@ -30,6 +32,17 @@ pub(crate) enum Chunking {
     Off,
     Fixed(usize),
     Random(usize, usize),
+}
+
+/// An injected answer to one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Injected {
+    /// This code with a `Status` body and `Retry-After: 1`.
+    Status(u16),
+    /// This code with an HTML page.
+    Html(u16),
+    /// `200` with `{}`.
+    EmptyObject,
 }
 
 /// When a watch connection is aborted.
@@ -83,7 +96,7 @@ impl Plan {
 
 pub(crate) struct FaultState {
     config: Mutex<Config>,
-    fail_next: Mutex<VecDeque<u16>>,
+    fail_next: Mutex<VecDeque<Injected>>,
     responses: AtomicU64,
     pub control: broadcast::Sender<Control>,
     pub stalled: watch::Sender<bool>,
@@ -193,7 +206,34 @@ impl Faults {
             .fail_next
             .lock()
             .unwrap_or_else(|e| e.into_inner());
-        q.extend(std::iter::repeat_n(code, k));
+        q.extend(std::iter::repeat_n(Injected::Status(code), k));
+    }
+
+    /// Answers the next `k` requests with `code` and an HTML page instead of a `Status`, as a proxy
+    /// or load balancer in front of the apiserver does.
+    pub fn fail_next_html(&self, k: usize, code: u16) {
+        let mut q = self
+            .state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(std::iter::repeat_n(Injected::Html(code), k));
+    }
+
+    /// Answers the next `k` requests with `200` and the body `{}`: neither a list nor a watch
+    /// event (a broken proxy or an apiserver bug). Clients must not take it as an empty list.
+    pub fn answer_next_with_empty_object(&self, k: usize) {
+        let mut q = self
+            .state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(std::iter::repeat_n(Injected::EmptyObject, k));
+    }
+
+    /// Sends an ERROR 429 (`TooManyRequests`) event into every open watch, then ends them.
+    pub fn inject_429(&self) {
+        let _ = self.state.control.send(Control::Error429);
     }
 
     /// Sends an ERROR 410 (`Expired`) event into every open watch, then ends them.
@@ -239,7 +279,7 @@ impl Faults {
     }
 
     /// The injected failure for this request, if one is pending.
-    pub(crate) fn take_failure(&self) -> Option<u16> {
+    pub(crate) fn take_failure(&self) -> Option<Injected> {
         self.state
             .fail_next
             .lock()

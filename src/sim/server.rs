@@ -24,7 +24,7 @@ use tokio::sync::watch;
 
 use super::body::SimBody;
 use super::errors::ApiError;
-use super::faults::{Chunking, Faults};
+use super::faults::{Chunking, Faults, Injected};
 use super::resources::{ResourceInfo, version_doc};
 use super::selector::{FieldSelector, LabelSelector, Selectors};
 use super::store::{ListAt, Obj, Page, Store, WatchFrom};
@@ -203,8 +203,19 @@ async fn route(
 ) -> Result<Response<SimBody>, ApiError> {
     let access = authenticate(shared, client_cert, &req)?;
     let faults = &shared.faults;
-    if let Some(code) = faults.take_failure() {
-        return Err(ApiError::injected(code));
+    match faults.take_failure() {
+        Some(Injected::Status(code)) => return Err(ApiError::injected(code)),
+        Some(Injected::Html(code)) => {
+            let page = format!("<html><body><h1>{code}</h1>injected fault</body></html>");
+            let mut r = base_response(code)
+                .body(SimBody::full(page.into_bytes()))
+                .unwrap_or_else(|_| Response::new(SimBody::empty()));
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
+            return Ok(r);
+        }
+        Some(Injected::EmptyObject) => return Ok(json_response(faults, 200, b"{}".to_vec())),
+        None => {}
     }
     let path = req.uri().path().to_string();
     let query: HashMap<String, String> =

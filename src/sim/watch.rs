@@ -239,6 +239,9 @@ async fn run(
                     let e = ApiError::watch_too_old(last_rv, store.current_rv());
                     return sink.send(error_frame(&e).to_vec(), 1).await;
                 }
+                Ok(Control::Error429) => {
+                    return sink.send(error_frame(&ApiError::injected(429)).to_vec(), 1).await;
+                }
                 Ok(Control::CloseAll) | Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
             },

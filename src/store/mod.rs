@@ -29,7 +29,8 @@ mod selector;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::fifo::{Delta, KnownObjects};
@@ -47,7 +48,24 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 const SHARDS: usize = 64;
 
 /// A user index function: the index values of an object (zero or more).
+///
+/// A panic in it is caught: the object is then left out of that index, the panic is counted
+/// ([`Store::index_panics`]), logged, and passed to the hook set with [`Store::on_index_panic`].
 pub type IndexFn<T> = Arc<dyn Fn(&T) -> Vec<String> + Send + Sync>;
+
+/// Told of every caught index-function panic: `(index name, object key, panic message)`. Called
+/// after the store's locks are released, so it may read the store.
+pub type IndexPanicHook = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
+
+/// Caught index-function panics: a counter and the hook to tell.
+#[derive(Default)]
+struct IndexPanics {
+    count: AtomicU64,
+    hook: Mutex<Option<IndexPanicHook>>,
+}
+
+/// One caught panic, reported once the locks are released: (index, key, message).
+type CaughtPanic = (String, String, String);
 
 /// Errors of the index API, with client-go's messages.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -108,6 +126,7 @@ pub struct Store<T> {
     /// Number of objects; written under the index write lock.
     len: Padded<AtomicUsize>,
     last_applied_rv: Padded<Mutex<String>>,
+    index_panics: Padded<IndexPanics>,
 }
 
 impl<T: Object> Default for Store<T> {
@@ -138,6 +157,7 @@ impl<T: Object> Store<T> {
             indexes: Padded(RwLock::new(indexes)),
             len: Padded(AtomicUsize::new(0)),
             last_applied_rv: Padded(Mutex::new(String::new())),
+            index_panics: Padded(IndexPanics::default()),
         }
     }
 
@@ -287,9 +307,12 @@ impl<T: Object> Store<T> {
         };
         // Readers of this shard need not wait for the index work (see "Consistency").
         drop(map);
-        for index in indexes.values_mut() {
-            update_index(index, &key, old.as_deref(), Some(&obj));
+        let mut caught = Vec::new();
+        for (name, index) in indexes.iter_mut() {
+            update_index(index, name, &key, old.as_deref(), Some(&obj), &mut caught);
         }
+        drop(indexes);
+        self.report_index_panics(caught);
         old
     }
 
@@ -316,10 +339,69 @@ impl<T: Object> Store<T> {
         // Relaxed: see `len`.
         self.len.0.fetch_sub(1, Ordering::Relaxed);
         drop(map);
-        for index in indexes.values_mut() {
-            update_index(index, k.full(), Some(&old), None);
+        let mut caught = Vec::new();
+        for (name, index) in indexes.iter_mut() {
+            update_index(index, name, k.full(), Some(&old), None, &mut caught);
         }
+        drop(indexes);
+        self.report_index_panics(caught);
         Some(old)
+    }
+
+    /// Sets the hook told of every caught index-function panic (the informer passes them to its
+    /// error callback).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// store.on_index_panic(Arc::new(|index, key, message| eprintln!("{index} {key}: {message}")));
+    /// ```
+    pub fn on_index_panic(&self, hook: IndexPanicHook) {
+        *self
+            .index_panics
+            .0
+            .hook
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(hook);
+    }
+
+    /// How many index-function calls panicked (each was caught; see [`IndexFn`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, store::Store};
+    /// let store = Store::<Pod>::new();
+    /// store.add_index("bad", Arc::new(|_: &Pod| panic!("index bug"))).unwrap();
+    /// store.insert(Arc::new(Pod::default()));
+    /// assert_eq!(store.index_panics(), 1);
+    /// assert_eq!(store.len(), 1, "the object is stored, only left out of that index");
+    /// ```
+    pub fn index_panics(&self) -> u64 {
+        // Relaxed: a counter for metrics only; nothing is ordered by it.
+        self.index_panics.0.count.load(Ordering::Relaxed)
+    }
+
+    fn report_index_panics(&self, caught: Vec<CaughtPanic>) {
+        if caught.is_empty() {
+            return;
+        }
+        // Relaxed: a counter for metrics only.
+        self.index_panics
+            .0
+            .count
+            .fetch_add(caught.len() as u64, Ordering::Relaxed);
+        let hook = self
+            .index_panics
+            .0
+            .hook
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for (index, key, message) in caught {
+            tracing::error!(%index, %key, %message, "an index function panicked; the object is left out of that index");
+            if let Some(hook) = &hook {
+                hook(&index, &key, &message);
+            }
+        }
     }
 
     /// Makes the store hold exactly `items` (a complete list), for callers that do not go through the
@@ -400,12 +482,15 @@ impl<T: Object> Store<T> {
             func,
             buckets: HashMap::new(),
         };
+        let mut caught = Vec::new();
         for s in self.shards.iter() {
             for (k, obj) in read(&s.0).iter() {
-                update_index(&mut index, k.full(), None, Some(obj));
+                update_index(&mut index, name, k.full(), None, Some(obj), &mut caught);
             }
         }
         indexes.insert(name.to_string(), index);
+        drop(indexes);
+        self.report_index_panics(caught);
         Ok(())
     }
 
@@ -492,9 +577,41 @@ impl<T: Object> Store<T> {
 
 /// Moves `key` from the buckets of `old`'s values to those of `new`'s, refreshing the object pointer
 /// in buckets it stays in, and drops buckets that become empty (I4, I5).
-fn update_index<T>(index: &mut Index<T>, key: &Arc<str>, old: Option<&T>, new: Option<&Arc<T>>) {
-    let old_values = old.map(|o| (index.func)(o)).unwrap_or_default();
-    let new_values = new.map(|n| (index.func)(n)).unwrap_or_default();
+fn update_index<T>(
+    index: &mut Index<T>,
+    name: &str,
+    key: &Arc<str>,
+    old: Option<&T>,
+    new: Option<&Arc<T>>,
+    caught: &mut Vec<CaughtPanic>,
+) {
+    // A panicking index function leaves the object out of this index; the panic is reported by
+    // the caller once the locks are released.
+    let mut values_of = |o: &T| match catch_unwind(AssertUnwindSafe(|| (index.func)(o))) {
+        Ok(values) => Some(values),
+        Err(payload) => {
+            caught.push((name.to_owned(), key.to_string(), panic_message(&*payload)));
+            None
+        }
+    };
+    let Some(old_values) = old.map_or(Some(Vec::new()), &mut values_of) else {
+        // The old values are unknown: take the key out of every bucket (rare, so a full scan).
+        index.buckets.retain(|_, bucket| {
+            bucket.remove(key);
+            !bucket.is_empty()
+        });
+        if let Some(new) = new {
+            for v in values_of(new).unwrap_or_default() {
+                index
+                    .buckets
+                    .entry(v)
+                    .or_default()
+                    .insert(key.clone(), new.clone());
+            }
+        }
+        return;
+    };
+    let new_values = new.and_then(|n| values_of(n)).unwrap_or_default();
     for v in old_values.iter().filter(|v| !new_values.contains(v)) {
         if let Some(bucket) = index.buckets.get_mut(v.as_str()) {
             bucket.remove(key);
@@ -511,6 +628,17 @@ fn update_index<T>(index: &mut Index<T>, key: &Arc<str>, old: Option<&T>, new: O
                 .or_default()
                 .insert(key.clone(), new.clone());
         }
+    }
+}
+
+/// The message of a caught panic (`panic!("...")` payloads are `&str` or `String`).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic without a message)".to_owned()
     }
 }
 

@@ -189,7 +189,14 @@ pub async fn scenario(sim: &Simulator, seed: u64) -> Result<(), String> {
                 let _ = sim.create("configmaps", Some(&ns), cm(&ns, &name, rng.u64(..)));
             }
         }
-        match rng.u8(..30) {
+        match rng.u8(..36) {
+            30 => sim.faults().inject_429(),
+            31 => sim
+                .faults()
+                .answer_next_with_empty_object(1 + rng.usize(..2)),
+            32 => sim
+                .faults()
+                .fail_next_html(1 + rng.usize(..2), [500, 502][rng.usize(..2)]),
             0 => sim.faults().drop_watches_after_random_bytes(1, 400),
             1 => sim.faults().inject_410(),
             2 => sim
