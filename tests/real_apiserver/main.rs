@@ -796,15 +796,9 @@ async fn simulator_refuses_requests_like_the_real_server() {
     bounded(60, async {
         let sim = informer::sim::Simulator::start().await.unwrap();
         let sim_client = Client::new(informer::Config::new(sim.url().parse().unwrap())).unwrap();
-        // The real watch cache starts at the server's start-up: versions before it are too old.
-        sim.create(
-            "configmaps",
-            Some("default"),
-            json!({"metadata": {"name": "x"}}),
-        )
-        .unwrap();
-        sim.compact();
         let real_client = real.client();
+        differential::serve_probes_on_sim(&sim);
+        differential::serve_probes_on_real(&real_client).await;
         let (on_real, on_sim) = tokio::join!(
             differential::error_answers(&real_client),
             differential::error_answers(&sim_client)
