@@ -344,7 +344,7 @@ impl Simulator {
     /// ```no_run
     /// # async fn demo() -> std::io::Result<()> {
     /// let sim = informer::sim::Simulator::builder().tls(true).token("t").start().await?;
-    /// std::fs::write("/tmp/sim.kubeconfig", sim.kubeconfig())?;
+    /// let yaml = sim.kubeconfig(); // or sim.write_kubeconfig(path): a private file
     /// // kubectl --kubeconfig /tmp/sim.kubeconfig get pods
     /// # Ok(()) }
     /// ```
@@ -364,6 +364,19 @@ impl Simulator {
              contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\n\
              current-context: sim\n"
         )
+    }
+
+    /// Writes [`kubeconfig`](Self::kubeconfig) to `path` (it holds the token): a new file only the
+    /// owner can read (0600), written under a unique temporary name and renamed over `path`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> std::io::Result<()> {
+    /// let sim = informer::sim::Simulator::builder().token("t").start().await?;
+    /// sim.write_kubeconfig(std::path::Path::new("/tmp/sim.kubeconfig"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_kubeconfig(&self, path: &std::path::Path) -> std::io::Result<()> {
+        crate::private_file::write(path, self.kubeconfig().as_bytes())
     }
 
     /// The fault-injection handle.
