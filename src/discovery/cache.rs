@@ -817,3 +817,31 @@ fn service_of(slice: &EndpointSlice) -> Option<&str> {
         .get(SERVICE_NAME_LABEL)
         .map(String::as_str)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::ServiceState;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_under_its_locks_does_not_break_discovery() {
+        // Nothing listens there: the informers just retry in the background.
+        let client =
+            Client::new(crate::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let factory = Arc::new(InformerFactory::new(client.clone()));
+        let cache = Cache::new(client, factory, DiscoveryOptions::default());
+        // As a thread spawn failing while they are held would: every lock poisoned.
+        let c = cache.clone();
+        let _ = std::thread::spawn(move || {
+            let _watches = c.watches.lock();
+            let _services = c.services.lock();
+            let _cells = c.cells.write();
+            panic!("cannot spawn a thread");
+        })
+        .join();
+        assert!(cache.watches.is_poisoned() && cache.services.is_poisoned());
+        let snapshot = cache.instances("ns", "svc", "http");
+        assert_eq!(snapshot.state, ServiceState::NotSynced);
+        assert_eq!(cache.metrics().tracked_ports, 1);
+    }
+}
