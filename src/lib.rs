@@ -30,6 +30,7 @@ pub mod fifo;
 pub mod frame;
 pub mod informer;
 pub mod model;
+mod private_file;
 pub mod reflector;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
+mod common;
+
 use informer::ApiResource;
 use informer::sim::Simulator;
 use informer::sim::churn::{Churn, ChurnConfig};
@@ -953,5 +955,212 @@ async fn demo_ctrl_c_ends_with_the_summary() {
         rest.last().map(String::as_str),
         Some("divergences: 0"),
         "{rest:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_range_numbers_are_usage_errors_not_panics() {
+    for args in [
+        &["demo", "--duration", "1e20"][..],
+        &["demo", "--duration", "1e308m"],
+        &["demo", "--duration", "-5"],
+        &["demo", "--duration", "inf"],
+        &["demo", "--rate", "inf"],
+        &["demo", "--rate", "NaN"],
+        &["demo", "--rate", "-1"],
+        &["demo", "--rate", "0"],
+        &["demo", "--services", "-1"],
+        &["demo", "--services", "0"],
+        &["demo", "--pods", "1e20"],
+        &["demo", "--pods", "99999999999"],
+        &["watch", "pods", "--max-events", "-1"],
+        &["sim", "--listen", "127.0.0.1:99999"],
+    ] {
+        let r = kwatch(args).await;
+        assert_eq!(r.code(), 2, "{args:?}: {}", r.stderr);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with("kwatch: error: "), "{}", r.stderr);
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+}
+
+/// The one stderr line of a kwatch that stopped on an authentication or authorization failure.
+fn only_error_line(r: &Run) -> &str {
+    assert_eq!(r.code(), 1, "{}", r.stderr);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    r.stderr.trim_end()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthorized_before_sync_exits_1_with_kubectls_words() {
+    let sim = Simulator::builder().token("right").start().await.unwrap();
+    for sub in [
+        &["get", "configmaps"][..],
+        &["watch", "configmaps"],
+        &["instances", "web"],
+    ] {
+        let mut args = vec!["--server", sim.url(), "--token", "wrong"];
+        args.extend_from_slice(sub);
+        let r = kwatch(&args).await;
+        assert_eq!(
+            only_error_line(&r),
+            "kwatch: error: You must be logged in to the server (Unauthorized)",
+            "{sub:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forbidden_list_before_sync_exits_1_with_the_servers_message() {
+    // Discovery answers (as it does for every authenticated user); listing is forbidden, so the
+    // failure comes from the informer, not from resolving the resource name.
+    let sim = sim_with_configmaps(1).await;
+    sim.faults().forbid_reads(true);
+    for sub in [
+        &["get", "configmaps"][..],
+        &["watch", "configmaps", "-o", "jsonl"],
+    ] {
+        let mut args = vec!["--server", sim.url()];
+        args.extend_from_slice(sub);
+        let r = kwatch(&args).await;
+        // Not the "not synced after 30 s" of other failures: a 403 ends the command at once. The
+        // verb is the informer's request's (`watch` for a streaming list, else `list`).
+        let line = only_error_line(&r);
+        assert!(
+            line.starts_with(
+                "kwatch: error: Error from server (Forbidden): configmaps is forbidden: User \
+                 \"reader\" cannot "
+            ) && line.ends_with(
+                " resource \"configmaps\" in API group \"\" in the namespace \"default\""
+            ),
+            "{sub:?}: {line}"
+        );
+        assert_eq!(r.stdout, "", "{sub:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_failures_after_sync_are_printed_and_retried() {
+    let sim = sim_with_configmaps(1).await;
+    let mut child: Child = command(&["--server", sim.url(), "watch", "configmaps", "-o", "jsonl"])
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut next_json = async || -> Value {
+        let line = timeout(LIMIT, stdout.next_line())
+            .await
+            .expect("a line on stdout")
+            .unwrap()
+            .expect("kwatch still running");
+        serde_json::from_str(&line).unwrap()
+    };
+    assert_eq!(next_json().await["type"], "ADDED");
+    assert_eq!(next_json().await["type"], "SYNCED");
+
+    // Roles change: every read is forbidden. The watch ends; each re-watch is refused and printed.
+    sim.faults().forbid_reads(true);
+    sim.faults().close_all_watches();
+    // The reflector may re-watch or relist: the verb is either.
+    let forbidden = |line: &str| {
+        line.starts_with(
+            "kwatch: error: Error from server (Forbidden): configmaps is forbidden: User \"reader\" \
+             cannot ",
+        ) && line.ends_with(
+            " resource \"configmaps\" in API group \"\" in the namespace \"default\" (retrying)",
+        )
+    };
+    for _ in 0..2 {
+        let line = timeout(LIMIT, stderr.next_line())
+            .await
+            .expect("a line on stderr")
+            .unwrap()
+            .expect("kwatch still running");
+        assert!(forbidden(&line), "{line}");
+    }
+    // Then the token is refused twice, then all is well again: kwatch is still there and resumes.
+    sim.faults().fail_next(2, 401);
+    sim.faults().forbid_reads(false);
+    let mut unauthorized = 0;
+    while unauthorized < 2 {
+        let line = timeout(LIMIT, stderr.next_line())
+            .await
+            .expect("a line on stderr")
+            .unwrap()
+            .expect("kwatch still running");
+        if !forbidden(&line) {
+            assert_eq!(
+                line,
+                "kwatch: error: You must be logged in to the server (Unauthorized) (retrying)"
+            );
+            unauthorized += 1;
+        }
+    }
+    sim.create(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "after"}}),
+    )
+    .unwrap();
+    let added = next_json().await;
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(added["key"], "default/after");
+    child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_text_reaches_the_terminal_escaped() {
+    // Object names cannot hold control characters, but label values printed in JSON, and any text
+    // a hostile server sends, can: a custom resource's field carries them here.
+    let sim = Simulator::start().await.unwrap();
+    sim.register_resource(
+        ApiResource::new("example.com", "v1", "Widget", "widgets", true),
+        &[],
+    );
+    let nasty = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{9b}31m\u{7f}\u{202e}";
+    sim.create(
+        "widgets.example.com",
+        Some("default"),
+        json!({"metadata": {"name": "w1"}, "spec": {"note": nasty}}),
+    )
+    .unwrap();
+    for format in ["json", "jsonl"] {
+        let r = kwatch(&["--server", sim.url(), "get", "widgets", "-o", format]).await;
+        assert_eq!(r.code(), 0, "{}", r.stderr);
+        assert!(
+            !r.stdout
+                .chars()
+                .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{format}: {:?}",
+            r.stdout
+        );
+        let v: Value = if format == "json" {
+            serde_json::from_str(&r.stdout).unwrap()
+        } else {
+            serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap()
+        };
+        let item = if format == "json" { &v["items"][0] } else { &v };
+        assert_eq!(item["spec"]["note"], nasty, "the JSON value is unchanged");
+    }
+    // A server's error message, as a hostile server could word it, on the one stderr line.
+    let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": nasty, "reason": "BadRequest", "code": 400});
+    let body = serde_json::to_vec(&status).unwrap();
+    let server = common::RawServer::start(move |_| common::Reply::json(400, &body)).await;
+    let r = kwatch(&["--server", &server.url, "get", "pods"]).await;
+    assert_eq!(r.code(), 1, "{}", r.stderr);
+    assert!(
+        !r.stderr
+            .trim_end()
+            .chars()
+            .any(|c| c.is_control() || c == '\u{202e}'),
+        "{:?}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(r"\x1b]0;owned\x07\x1b[2J\u{9b}31m\x7f\u{202e}"),
+        "{}",
+        r.stderr
     );
 }

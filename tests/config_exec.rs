@@ -333,3 +333,73 @@ python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication
     assert_eq!(answer["ok"], true);
     assert_eq!(state.unauthorized.load(Ordering::SeqCst), 0);
 }
+
+/// A provider running `script` with bash, stdin closed and stderr captured.
+fn script_provider(script: &Path) -> informer::config::ExecCredentialProvider {
+    let exec = informer::config::ExecConfig {
+        api_version: Some(V1.into()),
+        command: "/bin/bash".into(),
+        args: vec![script.display().to_string()],
+        interactive_mode: Some(informer::config::InteractiveMode::Never),
+        ..Default::default()
+    };
+    informer::config::ExecCredentialProvider::new("u", &exec, None).unwrap()
+}
+
+// A paused clock: the 60 s limit passes as soon as the runtime has nothing else to do.
+#[tokio::test(start_paused = true)]
+async fn a_plugin_that_hangs_is_killed_after_the_timeout() {
+    let dir = TempDir::new("exec-hang");
+    let script = dir.script("plugin", "exec sleep 100000");
+    let provider = script_provider(&script);
+    let started = tokio::time::Instant::now();
+    let err = provider.credential().await.unwrap_err();
+    let message = err.to_string();
+    assert!(matches!(err, Error::Config(_)), "{err:?}");
+    assert!(
+        message.contains("did not finish within 60 s and was killed"),
+        "{message}"
+    );
+    assert_eq!(
+        started.elapsed(),
+        informer::config::exec::DEFAULT_PLUGIN_TIMEOUT
+    );
+
+    // A shorter limit of one's own.
+    let provider = script_provider(&script).with_timeout(std::time::Duration::from_secs(2));
+    let message = provider.credential().await.unwrap_err().to_string();
+    assert!(message.contains("within 2 s"), "{message}");
+}
+
+#[tokio::test]
+async fn a_plugin_printing_without_end_is_cut_off() {
+    let dir = TempDir::new("exec-flood");
+    // Endless stdout: read up to the cap, then killed.
+    let script = dir.script("plugin", "exec yes '{\"kind\":\"ExecCredential\"}'");
+    let message = script_provider(&script)
+        .credential()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains(&format!(
+            "printed more than {} bytes on stdout",
+            informer::config::exec::MAX_PLUGIN_OUTPUT
+        )),
+        "{message}"
+    );
+
+    // 8 MB of stderr before failing: only the end is kept and quoted.
+    let script = dir.script(
+        "noisy",
+        "head -c 8000000 /dev/zero | tr '\\0' x >&2; echo ' the reason' >&2; exit 3",
+    );
+    let message = script_provider(&script)
+        .credential()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("the reason"), "{message}");
+    assert!(message.contains("exit status: 3"), "{message}");
+    assert!(message.len() < 4096, "{} bytes", message.len());
+}

@@ -472,3 +472,61 @@ async fn last_known_good_serves_a_cold_start_marked_stale() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tracked_services_and_ports_are_bounded_and_subscribed_ones_survive() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("services", Some(NS), service("keep")).unwrap();
+    let d = Discovery::new(
+        client(&sim),
+        DiscoveryOptions {
+            max_tracked_services: 3,
+            max_ports_per_service: 2,
+            ..options()
+        },
+    );
+    assert!(d.wait_for_sync(NS, Duration::from_secs(30)).await);
+    let mut sub = d.subscribe(NS, "keep", "http");
+    let first = sub.changed().await.unwrap();
+    assert!(first.snapshot.instances.is_empty());
+
+    // Callers may name any Service and port: the tracked state stays within the bounds.
+    for i in 0..50 {
+        let _ = d.instances(NS, &format!("svc-{i}"), "http");
+        assert!(d.metrics().tracked_ports <= 3, "{:?}", d.metrics());
+    }
+    for i in 0..20 {
+        let _ = d.instances(NS, "svc-49", &format!("port-{i}"));
+        assert!(d.metrics().tracked_ports <= 3 + 1, "{:?}", d.metrics());
+    }
+    // An evicted Service answers again when asked (a new cell, computed from the informers).
+    sim.create("services", Some(NS), service("svc-0")).unwrap();
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        slice("svc-0", "svc-0-a", &["10.0.1.1"]),
+    )
+    .unwrap();
+    let mut again = d.subscribe(NS, "svc-0", "http");
+    loop {
+        let change = tokio::time::timeout(Duration::from_secs(30), again.changed())
+            .await
+            .expect("svc-0 is computed again")
+            .unwrap();
+        if change.snapshot.instances.len() == 1 {
+            break;
+        }
+    }
+    // The subscribed Service was never forgotten: its subscription still sees changes.
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        slice("keep", "keep-a", &["10.0.2.1"]),
+    )
+    .unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(30), sub.changed())
+        .await
+        .expect("the subscription is alive")
+        .unwrap();
+    assert_eq!(addrs(&change.snapshot), ["10.0.2.1:8080"]);
+}

@@ -5,6 +5,7 @@
 //! subcommand accepts only its own options, so `kwatch get pods --until-synced` is a usage error.
 
 use std::ffi::OsString;
+use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -315,7 +316,34 @@ impl Lexed {
             .map(Some)
             .map_err(|_| CliError::Usage(format!("{}: {v:?} is not a valid number", names[0])))
     }
+    /// A number within `min..=max` (NaN and infinities are outside every range).
+    fn number_in<T>(&mut self, names: &[&str], min: T, max: T) -> CliResult<Option<T>>
+    where
+        T: FromStr + PartialOrd + fmt::Display + Copy,
+    {
+        let Some(n) = self.number::<T>(names)? else {
+            return Ok(None);
+        };
+        // `contains` is false for NaN: it compares false with everything.
+        if !(min..=max).contains(&n) {
+            return Err(CliError::Usage(format!(
+                "{}: {n} is out of range ({min} to {max})",
+                names[0]
+            )));
+        }
+        Ok(Some(n))
+    }
 }
+
+/// The largest demo workload: the simulator holds it in memory, and the live view is meant to be
+/// read (a few hundred services at most).
+const MAX_DEMO_SERVICES: usize = 10_000;
+const MAX_DEMO_PODS_PER_SERVICE: usize = 1_000;
+/// Churn steps per second: above this the churn interval would be shorter than a microsecond.
+const MAX_DEMO_RATE: f64 = 1_000_000.0;
+/// The longest `--duration`: longer runs are a Ctrl-C away, and a bound keeps deadline arithmetic
+/// (`Instant + Duration`) far from overflow.
+const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
 
 /// Subcommand options that take a value.
 const VALUED: &[&str] = &[
@@ -445,11 +473,21 @@ fn build_subcommand(sub: &str, mut l: Lexed) -> CliResult<Invocation> {
                 Some(v) => Some(parse_duration(&v)?),
                 None => None,
             };
+            let services = l
+                .number_in(&["--services"], 1, MAX_DEMO_SERVICES)?
+                .unwrap_or(8);
+            let pods = l
+                .number_in(&["--pods"], 0, MAX_DEMO_PODS_PER_SERVICE)?
+                .unwrap_or(10);
+            // A rate of 0 would mean a churn step every 1/0 seconds: at least one a minute.
+            let rate = l
+                .number_in(&["--rate"], 1.0 / 60.0, MAX_DEMO_RATE)?
+                .unwrap_or(100.0);
             Command::Demo(DemoArgs {
-                services: l.number(&["--services"])?.unwrap_or(8),
-                pods: l.number(&["--pods"])?.unwrap_or(10),
+                services,
+                pods,
                 duration,
-                rate: l.number(&["--rate"])?.unwrap_or(100.0),
+                rate,
             })
         }
         "sim" => {
@@ -547,7 +585,14 @@ fn parse_duration(s: &str) -> CliResult<Duration> {
     if !secs.is_finite() || secs < 0.0 {
         return Err(bad());
     }
-    Ok(Duration::from_secs_f64(secs * unit))
+    // `try_from`: `Duration::from_secs_f64` panics on values it cannot hold (1e20, 1e308m).
+    match Duration::try_from_secs_f64(secs * unit) {
+        Ok(d) if d <= MAX_DURATION => Ok(d),
+        _ => Err(CliError::Usage(format!(
+            "--duration: {s:?} is longer than {} days",
+            MAX_DURATION.as_secs() / 86_400
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -619,6 +664,45 @@ mod tests {
         assert_eq!(w.output, Format::Jsonl);
         assert_eq!(w.max_events, Some(5));
         assert!(w.stats && !w.until_synced);
+    }
+
+    #[test]
+    fn out_of_range_numbers_are_usage_errors() {
+        for line in [
+            "demo --duration 1e20",
+            "demo --duration 1e308m",
+            "demo --duration -1",
+            "demo --duration inf",
+            "demo --duration NaN",
+            "demo --duration 400d",
+            "demo --duration 9999999999",
+            "demo --rate inf",
+            "demo --rate -inf",
+            "demo --rate NaN",
+            "demo --rate -5",
+            "demo --rate 0",
+            "demo --rate 1e300",
+            "demo --services 0",
+            "demo --services -1",
+            "demo --services 18446744073709551616",
+            "demo --services 1e9",
+            "demo --pods -3",
+            "demo --pods 99999999",
+            "watch pods --max-events -1",
+            "watch pods --max-events 1e3",
+            "sim --listen 127.0.0.1:99999",
+        ] {
+            match parse_str(line) {
+                Err(CliError::SubcommandUsage(..)) => {}
+                other => panic!("{line}: {other:?}"),
+            }
+        }
+        let inv = parse_str("demo --duration 0 --rate 0.5 --services 1 --pods 0").unwrap();
+        let Command::Demo(d) = inv.command else {
+            panic!()
+        };
+        assert_eq!(d.duration, Some(Duration::ZERO));
+        assert_eq!((d.rate, d.services, d.pods), (0.5, 1, 0));
     }
 
     #[test]

@@ -93,24 +93,128 @@ pub fn reflector_options() -> informer::reflector::ReflectorOptions {
     }
 }
 
-/// Remembers the last error the reflectors reported, to explain a sync that does not happen.
+/// An error as kubectl words it: `You must be logged in to the server (Unauthorized)` for a 401,
+/// `Error from server (Forbidden): <the server's message>` for a 403, the error itself otherwise.
+pub fn describe(e: &informer::Error) -> String {
+    let message = match e {
+        informer::Error::Api(s) => s.message.as_str(),
+        _ => "",
+    };
+    match e.http_code() {
+        Some(401) => format!(
+            "You must be logged in to the server ({})",
+            if message.is_empty() {
+                "Unauthorized"
+            } else {
+                message
+            }
+        ),
+        Some(403) if !message.is_empty() => format!("Error from server (Forbidden): {message}"),
+        _ => e.to_string(),
+    }
+}
+
+/// True for the failures retrying cannot fix before someone changes credentials or roles.
+fn is_auth_failure(e: &informer::Error) -> bool {
+    matches!(e.http_code(), Some(401 | 403))
+}
+
+#[derive(Default)]
+struct Collected {
+    /// The last failure, as [`describe`] words it.
+    last: Option<String>,
+    /// The first 401/403, as [`describe`] words it.
+    auth_failure: Option<String>,
+    /// Once the command has synced, every failure is printed as it happens.
+    synced: bool,
+}
+
+/// Collects what the reflectors report: the last error, to explain a sync that does not happen;
+/// a 401 or 403 before the sync, which ends the command at once (kubectl's words, exit status 1);
+/// and, after the sync, every failure, printed on stderr while the reflectors retry with backoff.
 #[derive(Clone, Default)]
 pub struct ErrorCollector {
-    last: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    collected: std::sync::Arc<std::sync::Mutex<Collected>>,
+    /// Wakes [`ErrorCollector::wait_for_sync`] when an authentication failure arrives.
+    auth_failed: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl ErrorCollector {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
+        // The callback only assigns fields: a panic elsewhere cannot leave them inconsistent.
+        self.collected.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The callback to put in [`ReflectorOptions::on_error`](informer::reflector::ReflectorOptions).
     pub fn callback(&self) -> informer::reflector::ErrorCallback {
-        let last = self.last.clone();
+        let this = self.clone();
         std::sync::Arc::new(move |e: &informer::Error| {
-            *last.lock().unwrap() = Some(e.to_string());
+            let line = describe(e);
+            let mut c = this.lock();
+            if c.synced {
+                // One line, escaped: the message comes from the server.
+                let line = line.replace('\n', " ");
+                eprintln!(
+                    "kwatch: error: {} (retrying)",
+                    super::output::escape_control(&line)
+                );
+            } else if is_auth_failure(e) && c.auth_failure.is_none() {
+                c.auth_failure = Some(line.clone());
+                this.auth_failed.notify_one();
+            }
+            c.last = Some(line);
         })
+    }
+
+    /// From now on every failure is printed as it happens (the command has synced; the
+    /// reflectors keep retrying with backoff).
+    pub fn mark_synced(&self) {
+        self.lock().synced = true;
+    }
+
+    /// The error that ends a command which has not synced yet: a 401/403 at once, anything else
+    /// after [`SYNC_TIMEOUT`] from `started`. `Ok` while it may still sync.
+    pub fn check_unsynced(&self, started: std::time::Instant, what: &str) -> CliResult {
+        if let Some(e) = self.lock().auth_failure.clone() {
+            return Err(CliError::Runtime(e));
+        }
+        if started.elapsed() > SYNC_TIMEOUT {
+            return Err(self.sync_failure(what));
+        }
+        Ok(())
+    }
+
+    /// Waits for `synced` (a `wait_for_sync(SYNC_TIMEOUT)` future) unless a 401/403 comes first;
+    /// then marks the collector synced.
+    pub async fn wait_for_sync(
+        &self,
+        synced: impl std::future::Future<Output = bool>,
+        what: &str,
+    ) -> CliResult {
+        let auth_failure = async {
+            loop {
+                let notified = self.auth_failed.notified();
+                if let Some(e) = self.lock().auth_failure.clone() {
+                    return e;
+                }
+                notified.await;
+            }
+        };
+        tokio::select! {
+            ok = synced => {
+                if !ok {
+                    return Err(self.sync_failure(what));
+                }
+            }
+            e = auth_failure => return Err(CliError::Runtime(e)),
+        }
+        self.mark_synced();
+        Ok(())
     }
 
     /// The error for `what` not having synced within [`SYNC_TIMEOUT`].
     pub fn sync_failure(&self, what: &str) -> CliError {
-        let cause = match self.last.lock().unwrap().as_deref() {
+        let cause = match self.lock().last.as_deref() {
             Some(e) => format!(": last error: {e}"),
             None => String::new(),
         };
@@ -127,8 +231,9 @@ pub async fn probe(client: &Client) -> CliResult {
     let _: serde_json::Value = client
         .request(hyper::Method::GET, "/version", None)
         .await
-        .map_err(|e| {
-            CliError::Runtime(format!("cannot reach {}: {e}", client.config().cluster_url))
+        .map_err(|e| match e.http_code() {
+            Some(401 | 403) => CliError::Runtime(describe(&e)),
+            _ => CliError::Runtime(format!("cannot reach {}: {e}", client.config().cluster_url)),
         })?;
     Ok(())
 }

@@ -501,7 +501,8 @@ pub async fn run(args: DemoArgs) -> CliResult {
             render_line(&mirror, &tick)
         };
         drop(lookups_now);
-        out.line(&text)?;
+        // Our own screen drawing (cursor home, clear); server text in it is escaped by the table.
+        out.raw_line(&text)?;
         out.flush()?;
         last = (Instant::now(), now);
         if duration.is_some_and(|d| run_started.elapsed() + Duration::from_millis(50) >= d) {

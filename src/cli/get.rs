@@ -32,9 +32,10 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
     };
     let informer = dynamic_informer(client, &resource, namespace.as_deref(), options);
     informer.start();
-    if !informer.wait_for_sync(connect::SYNC_TIMEOUT).await {
-        return Err(errors.sync_failure(&format!("get {}", resource.plural)));
-    }
+    let what = format!("get {}", resource.plural);
+    errors
+        .wait_for_sync(informer.wait_for_sync(connect::SYNC_TIMEOUT), &what)
+        .await?;
     let mut objects: Vec<Arc<DynamicObject>> = informer.store().list();
     informer.stop();
     let list_rv = informer

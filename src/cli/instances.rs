@@ -173,12 +173,13 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
         },
     ));
     let discovery = Discovery::with_factory(client, factory.clone(), discovery_options());
-    if !discovery
-        .wait_for_sync(&namespace, connect::SYNC_TIMEOUT)
-        .await
-    {
-        return Err(errors.sync_failure(&format!("service {namespace}/{name}")));
-    }
+    let what = format!("service {namespace}/{name}");
+    errors
+        .wait_for_sync(
+            discovery.wait_for_sync(&namespace, connect::SYNC_TIMEOUT),
+            &what,
+        )
+        .await?;
     let services = factory.informer::<Service>(Some(&namespace));
     let ports_now = || {
         let service = services.store().get(&namespace, &name);

@@ -64,7 +64,8 @@ impl fmt::Display for CliError {
 
 impl From<informer::Error> for CliError {
     fn from(e: informer::Error) -> Self {
-        CliError::Runtime(e.to_string())
+        // kubectl's words for 401 and 403.
+        CliError::Runtime(connect::describe(&e))
     }
 }
 
@@ -82,9 +83,10 @@ pub fn main() -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            // One line on stderr: newlines in server messages would break scripts that read it.
+            // One line on stderr: newlines in server messages would break scripts that read it,
+            // and other control characters in them must not reach the terminal.
             let line = e.to_string().replace('\n', " ");
-            eprintln!("kwatch: error: {line}");
+            eprintln!("kwatch: error: {}", output::escape_control(&line));
             e.exit_code()
         }
     }

@@ -2,7 +2,13 @@
 //!
 //! [`Out`] buffers stdout; callers flush after each batch so a reader of a pipe sees whole lines as
 //! soon as they are complete, without a system call per line under load.
+//!
+//! Text from the server (names, messages, any field) may hold control characters: an escape
+//! sequence in an object name would otherwise move the cursor, recolour or retitle the user's
+//! terminal, or hide lines. [`Out::line`] and the JSON writers escape them (see
+//! [`escape_control`]); only kwatch's own screen drawing uses [`Out::raw_line`].
 
+use std::borrow::Cow;
 use std::io::{BufWriter, Stdout, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,19 +32,31 @@ impl Out {
         }
     }
 
+    /// One line of text that may hold server data: control characters are escaped.
     pub fn line(&mut self, s: &str) -> CliResult {
+        self.raw_line(&escape_control(s))
+    }
+
+    /// One line of kwatch's own text, written as is (the demo's screen drawing sequences).
+    pub fn raw_line(&mut self, s: &str) -> CliResult {
         self.w.write_all(s.as_bytes()).map_err(write_failed)?;
         self.w.write_all(b"\n").map_err(write_failed)
     }
 
+    /// One compact JSON value and a newline; DEL and C1 controls are `\u` escapes too.
     pub fn json_line(&mut self, v: &impl Serialize) -> CliResult {
-        serde_json::to_writer(&mut self.w, v)
+        let mut ser = serde_json::Serializer::with_formatter(&mut self.w, TerminalSafe(None));
+        v.serialize(&mut ser)
             .map_err(|e| CliError::Runtime(format!("writing JSON: {e}")))?;
         self.w.write_all(b"\n").map_err(write_failed)
     }
 
+    /// One indented JSON value and a newline; DEL and C1 controls are `\u` escapes too.
     pub fn json_pretty(&mut self, v: &impl Serialize) -> CliResult {
-        serde_json::to_writer_pretty(&mut self.w, v)
+        let pretty = serde_json::ser::PrettyFormatter::new();
+        let mut ser =
+            serde_json::Serializer::with_formatter(&mut self.w, TerminalSafe(Some(pretty)));
+        v.serialize(&mut ser)
             .map_err(|e| CliError::Runtime(format!("writing JSON: {e}")))?;
         self.w.write_all(b"\n").map_err(write_failed)
     }
@@ -56,8 +74,92 @@ impl Out {
     }
 }
 
+/// Whether `c` would be acted on by a terminal rather than shown: C0 controls (ESC, BEL, CR,
+/// backspace, newline, tab...), DEL, C1 controls (U+0080-U+009F: 8-bit CSI, OSC...), and the
+/// bidirectional overrides and isolates that reorder what is displayed.
+fn is_terminal_control(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `s` with every character a terminal would act on written as a visible escape (`\x1b`,
+/// `\u{9b}`); `s` itself when it has none (no allocation). Backslashes are left alone: a literal
+/// `\x1b` in the text is harmless, and error messages keep their usual look.
+///
+/// ```text
+/// "web-1<ESC>]0;owned<BEL>" -> r"web-1\x1b]0;owned\x07"
+/// ```
+pub fn escape_control(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(is_terminal_control) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            c if is_terminal_control(c) && (c as u32) < 0x80 => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if is_terminal_control(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// serde_json's formatter (compact, or pretty when it holds one) that also writes DEL, C1 controls
+/// and bidirectional overrides as `\uXXXX`: serde_json escapes only U+0000-U+001F, which leaves an
+/// 8-bit CSI (U+009B) in a string free to reach the terminal. The output is the same JSON value.
+struct TerminalSafe(Option<serde_json::ser::PrettyFormatter<'static>>);
+
+macro_rules! delegate {
+    ($($name:ident($($arg:ident: $ty:ty),*);)*) => {$(
+        fn $name<W: ?Sized + Write>(&mut self, w: &mut W $(, $arg: $ty)*) -> std::io::Result<()> {
+            match &mut self.0 {
+                Some(p) => serde_json::ser::Formatter::$name(p, w $(, $arg)*),
+                None => serde_json::ser::Formatter::$name(&mut serde_json::ser::CompactFormatter, w $(, $arg)*),
+            }
+        }
+    )*};
+}
+
+impl serde_json::ser::Formatter for TerminalSafe {
+    delegate! {
+        begin_array();
+        end_array();
+        begin_array_value(first: bool);
+        end_array_value();
+        begin_object();
+        end_object();
+        begin_object_key(first: bool);
+        end_object_key();
+        begin_object_value();
+        end_object_value();
+    }
+
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some(i) = rest.find(is_terminal_control) {
+            w.write_all(&rest.as_bytes()[..i])?;
+            let c = rest[i..].chars().next().expect("found at i");
+            write!(w, "\\u{:04x}", c as u32)?;
+            rest = &rest[i + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+}
+
 /// The lines of an aligned table (three spaces between columns, no trailing spaces).
 pub fn table_lines(headers: &[&str], rows: &[Vec<String>]) -> Vec<String> {
+    // Cells come from the server: escaped here, so callers that assemble a screen from these
+    // lines (the demo's live view) may write it raw.
+    let escaped: Vec<Vec<Cow<'_, str>>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| escape_control(c)).collect())
+        .collect();
+    let rows = &escaped;
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -78,7 +180,7 @@ pub fn table_lines(headers: &[&str], rows: &[Vec<String>]) -> Vec<String> {
     let mut lines = vec![render(headers.to_vec())];
     lines.extend(
         rows.iter()
-            .map(|r| render(r.iter().map(String::as_str).collect())),
+            .map(|r| render(r.iter().map(|c| c.as_ref()).collect())),
     );
     lines
 }
@@ -154,6 +256,35 @@ mod tests {
             Some(1_704_164_645)
         );
         assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert!(matches!(escape_control("web-1"), Cow::Borrowed("web-1")));
+        assert_eq!(
+            escape_control("a\x1b[2Jb\x07\u{9b}31m\u{202e}\\x1b\t\r\n\x7f"),
+            "a\\x1b[2Jb\\x07\\u{9b}31m\\u{202e}\\x1b\\x09\\x0d\\x0a\\x7f"
+        );
+        let value = serde_json::json!({"name": "a\x1b]0;t\x07\u{9b}\u{7f}\u{202e}é", "n": [1]});
+        for pretty in [false, true] {
+            let mut out = Vec::new();
+            let f = TerminalSafe(pretty.then(serde_json::ser::PrettyFormatter::new));
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, f);
+            value.serialize(&mut ser).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(
+                !text
+                    .chars()
+                    .any(|c| is_terminal_control(c) && c != '\n' && c != ' '),
+                "{text:?}"
+            );
+            assert!(
+                text.contains(r"\u001b]0;t\u0007\u009b\u007f\u202eé"),
+                "{text}"
+            );
+            let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, value);
+        }
     }
 
     #[test]

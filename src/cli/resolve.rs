@@ -87,7 +87,15 @@ async fn resources_of(client: &Client, group: &str, version: &str) -> CliResult<
     client
         .request(Method::GET, &path, None)
         .await
-        .map_err(|e| CliError::Runtime(format!("discovery {path}: {e}")))
+        .map_err(|e| discovery_error(&path, e))
+}
+
+/// A failed discovery read: kubectl's words for 401 and 403, else the path and the error.
+fn discovery_error(path: &str, e: informer::Error) -> CliError {
+    match e.http_code() {
+        Some(401 | 403) => CliError::Runtime(super::connect::describe(&e)),
+        _ => CliError::Runtime(format!("discovery {path}: {e}")),
+    }
 }
 
 /// Finds `wanted` among the resources of one group version.
@@ -154,7 +162,7 @@ pub async fn resolve(client: &Client, resource: &str) -> CliResult<ApiResource> 
     let groups: ApiGroupList = client
         .request(Method::GET, "/apis", None)
         .await
-        .map_err(|e| CliError::Runtime(format!("discovery /apis: {e}")))?;
+        .map_err(|e| discovery_error("/apis", e))?;
     for group in &groups.groups {
         if group_filter.is_some_and(|g| !g.eq_ignore_ascii_case(&group.name)) {
             continue;

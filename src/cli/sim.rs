@@ -23,7 +23,8 @@ pub async fn run(args: SimArgs) -> CliResult {
         .map_err(|e| CliError::Runtime(format!("cannot listen on {}: {e}", args.listen)))?;
     let kubeconfig =
         std::env::temp_dir().join(format!("kwatch-sim-{}.kubeconfig", sim.addr().port()));
-    std::fs::write(&kubeconfig, sim.kubeconfig())?;
+    // It holds the token: 0600, written under a unique temporary name then renamed.
+    sim.write_kubeconfig(&kubeconfig)?;
     let mut stdout = std::io::stdout().lock();
     writeln!(stdout, "listening on {}", sim.url())?;
     writeln!(stdout, "kubeconfig {}", kubeconfig.display())?;

@@ -182,9 +182,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
         }
         out.flush()?;
         match sync {
-            None if started.elapsed() > connect::SYNC_TIMEOUT => {
-                return Err(errors.sync_failure(&format!("watch {}", resource.plural)));
-            }
+            None => errors.check_unsynced(started, &format!("watch {}", resource.plural))?,
             Some(_) if args.until_synced => break,
             Some((_, received_at_sync)) => {
                 if let Some(max) = args.max_events {
@@ -199,7 +197,9 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
                     }
                 }
             }
-            None => {}
+        }
+        if sync.is_some() {
+            errors.mark_synced();
         }
     }
     // Anything already handed over is printed before exiting; `--until-synced` prints exactly

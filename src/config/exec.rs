@@ -13,6 +13,9 @@
 //!   retry runs the plugin again. Concurrent callers wait for one run instead of starting several.
 //! * A failure says which plugin, for which user, its exit status and the end of its stderr; a
 //!   missing binary adds the `installHint`. Token and key never appear in messages or `Debug`.
+//! * A run is bounded: the plugin is killed after [`DEFAULT_PLUGIN_TIMEOUT`] (or
+//!   [`ExecCredentialProvider::with_timeout`]) and when it prints more than [`MAX_PLUGIN_OUTPUT`]
+//!   bytes; of its stderr only the last few KiB are kept, however much it writes.
 //! * `interactiveMode`: there is no TTY handling. `Never` and `IfAvailable` run the plugin with
 //!   stdin closed (`spec.interactive: false`) and capture stderr for error messages; `Always`
 //!   inherits stdin and stderr so the plugin can prompt (`spec.interactive: true`), and its stderr
@@ -40,6 +43,14 @@ pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 /// usually is).
 const STDERR_EXCERPT: usize = 2048;
 
+/// How long a plugin may run before it is killed and the run fails (a hung plugin must not hang
+/// every request waiting for a token). [`ExecCredentialProvider::with_timeout`] changes it.
+pub const DEFAULT_PLUGIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The most a plugin may print on stdout: an `ExecCredential` is a few KiB (a certificate chain
+/// with its key at most); a plugin printing more is killed and the run fails.
+pub const MAX_PLUGIN_OUTPUT: usize = 1 << 20;
+
 /// The `exec` section of a kubeconfig user.
 ///
 /// ```
@@ -48,7 +59,19 @@ const STDERR_EXCERPT: usize = 2048;
 /// ).unwrap();
 /// assert_eq!(exec.args, ["eks", "get-token"]);
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+///
+/// `Debug` does not show `args` (plugins take tokens and keys as arguments), only how many there
+/// are; `env` values are [`Secret`]s.
+///
+/// ```
+/// let exec = informer::config::ExecConfig {
+///     command: "plugin".into(),
+///     args: vec!["--token=s3cret".into()],
+///     ..Default::default()
+/// };
+/// assert!(!format!("{exec:?}").contains("s3cret"));
+/// ```
+#[derive(Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecConfig {
     /// `client.authentication.k8s.io/v1` or `client.authentication.k8s.io/v1beta1`.
@@ -69,6 +92,20 @@ pub struct ExecConfig {
     pub provide_cluster_info: bool,
     /// Defaults to `IfAvailable`.
     pub interactive_mode: Option<InteractiveMode>,
+}
+
+impl std::fmt::Debug for ExecConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecConfig")
+            .field("api_version", &self.api_version)
+            .field("command", &self.command)
+            .field("args", &format_args!("[{} redacted]", self.args.len()))
+            .field("env", &self.env)
+            .field("install_hint", &self.install_hint)
+            .field("provide_cluster_info", &self.provide_cluster_info)
+            .field("interactive_mode", &self.interactive_mode)
+            .finish()
+    }
 }
 
 /// One `env` entry of an [`ExecConfig`].
@@ -123,7 +160,6 @@ pub struct ExecCredential {
 /// let token = provider.token().await?;
 /// # let _ = token; Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct ExecCredentialProvider {
     user: String,
     exec: ExecConfig,
@@ -133,6 +169,20 @@ pub struct ExecCredentialProvider {
     cached: Mutex<Option<ExecCredential>>,
     /// Held while the plugin runs, so concurrent callers share one run.
     running: tokio::sync::Mutex<()>,
+    /// A run longer than this is killed and fails.
+    timeout: Duration,
+}
+
+/// The exec configuration as [`ExecConfig`] shows it; `KUBERNETES_EXEC_INFO` (which carries the
+/// cluster's `config` extension) and the cached credential are left out.
+impl std::fmt::Debug for ExecCredentialProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecCredentialProvider")
+            .field("user", &self.user)
+            .field("exec", &self.exec)
+            .field("api_version", &self.api_version)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ExecCredentialProvider {
@@ -185,7 +235,24 @@ impl ExecCredentialProvider {
             exec_info,
             cached: Mutex::new(None),
             running: tokio::sync::Mutex::new(()),
+            timeout: DEFAULT_PLUGIN_TIMEOUT,
         })
+    }
+
+    /// The same provider with another limit on one run of the plugin (default
+    /// [`DEFAULT_PLUGIN_TIMEOUT`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use informer::config::{ExecConfig, ExecCredentialProvider};
+    /// let exec = ExecConfig { command: "my-plugin".into(), ..Default::default() };
+    /// let provider = ExecCredentialProvider::new("me", &exec, None)?
+    ///     .with_timeout(Duration::from_secs(10));
+    /// # Ok::<(), informer::Error>(())
+    /// ```
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 
     /// The cached credential if still fresh, else the plugin's new one.
@@ -246,7 +313,7 @@ impl ExecCredentialProvider {
                 Stdio::piped()
             })
             .kill_on_drop(true);
-        let output = command.output().await.map_err(|e| {
+        let mut child = command.spawn().map_err(|e| {
             let hint = match &self.exec.install_hint {
                 Some(h) if !h.trim().is_empty() => h.trim().to_owned(),
                 _ => "the kubeconfig gives no installHint".to_owned(),
@@ -256,19 +323,43 @@ impl ExecCredentialProvider {
                 self.describe()
             ))
         })?;
-        if !output.status.success() {
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take();
+        let outcome = tokio::time::timeout(self.timeout, async {
+            // Both pipes at once: a plugin blocked writing to a full stderr pipe never exits.
+            let (stdout, stderr) = tokio::join!(read_capped(stdout), read_tail(stderr));
+            let stdout = stdout?;
+            let status = child.wait().await?;
+            std::io::Result::Ok((stdout, stderr, status))
+        })
+        .await;
+        let (stdout, stderr, status) = match outcome {
+            Err(_) => {
+                let _ = child.kill().await;
+                return Err(Error::Config(format!(
+                    "{} did not finish within {} s and was killed",
+                    self.describe(),
+                    self.timeout.as_secs_f64()
+                )));
+            }
+            Ok(Err(e)) => {
+                let _ = child.kill().await;
+                return Err(Error::Config(format!("{}: {e}", self.describe())));
+            }
+            Ok(Ok(done)) => done,
+        };
+        if !status.success() {
             let stderr = if interactive {
                 "(stderr went to the terminal)".to_owned()
             } else {
-                stderr_excerpt(&output.stderr)
+                stderr_excerpt(&stderr)
             };
             return Err(Error::Config(format!(
-                "{} failed ({}); stderr: {stderr}",
+                "{} failed ({status}); stderr: {stderr}",
                 self.describe(),
-                output.status
             )));
         }
-        self.parse_output(&output.stdout)
+        self.parse_output(&stdout)
     }
 
     fn parse_output(&self, stdout: &[u8]) -> Result<ExecCredential> {
@@ -360,6 +451,45 @@ impl TokenProvider for ExecCredentialProvider {
 }
 
 /// The last [`STDERR_EXCERPT`] bytes of `stderr`, trimmed, as one printable line.
+/// Everything the plugin prints on stdout, or an error once it passes [`MAX_PLUGIN_OUTPUT`].
+async fn read_capped(mut stdout: tokio::process::ChildStdout) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    // One byte more than allowed tells "exactly the limit" from "more".
+    let read = (&mut stdout)
+        .take(MAX_PLUGIN_OUTPUT as u64 + 1)
+        .read_to_end(&mut out)
+        .await?;
+    if read > MAX_PLUGIN_OUTPUT {
+        return Err(std::io::Error::other(format!(
+            "it printed more than {MAX_PLUGIN_OUTPUT} bytes on stdout; killed"
+        )));
+    }
+    Ok(out)
+}
+
+/// The last bytes of the plugin's stderr (at most twice [`STDERR_EXCERPT`] held at any time);
+/// nothing when stderr is not piped or cannot be read.
+async fn read_tail(stderr: Option<tokio::process::ChildStderr>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let Some(mut stderr) = stderr else {
+        return Vec::new();
+    };
+    let mut tail = Vec::with_capacity(2 * STDERR_EXCERPT);
+    let mut buf = [0u8; 4096];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => return tail,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 2 * STDERR_EXCERPT {
+                    tail.drain(..tail.len() - STDERR_EXCERPT);
+                }
+            }
+        }
+    }
+}
+
 fn stderr_excerpt(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(STDERR_EXCERPT);
     let text = String::from_utf8_lossy(&stderr[start..]);

@@ -84,7 +84,9 @@ pub struct NamedCluster {
 /// assert_eq!(k.clusters[0].cluster.insecure_skip_tls_verify, Some(true));
 /// # Ok::<(), informer::Error>(())
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+///
+/// `Debug` redacts the user information of `server` and `proxy-url` (`http://user:password@...`).
+#[derive(Clone, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct Cluster {
     /// `https://host:port`, optionally with a path prefix.
@@ -104,6 +106,24 @@ pub struct Cluster {
     /// Extensions; `client.authentication.k8s.io/exec` is passed to exec plugins as `config`.
     #[serde(default, deserialize_with = "null_as_default")]
     pub extensions: Vec<NamedExtension>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("server", &super::debug_url(self.server.as_deref()))
+            .field("tls_server_name", &self.tls_server_name)
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("certificate_authority", &self.certificate_authority)
+            .field(
+                "certificate_authority_data",
+                &self.certificate_authority_data,
+            )
+            .field("proxy_url", &super::debug_url(self.proxy_url.as_deref()))
+            .field("disable_compression", &self.disable_compression)
+            .field("extensions", &self.extensions)
+            .finish()
+    }
 }
 
 /// A `clusters[].cluster.extensions[]` entry (the exec plugin's `config` lives here).

@@ -69,6 +69,39 @@ impl fmt::Display for Secret {
     }
 }
 
+/// `url` with any `user:password@` replaced by `[redacted]@`, for `Debug` output and messages.
+///
+/// ```
+/// use informer::config::redact_url;
+/// assert_eq!(redact_url("http://me:s3cret@proxy:3128/"), "http://[redacted]@proxy:3128/");
+/// assert_eq!(redact_url("https://k:6443"), "https://k:6443");
+/// ```
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}[redacted]{}", &rest[at..]),
+        None => url.to_owned(),
+    }
+}
+
+/// Formats a URL with [`redact_url`] in `Debug` output.
+struct RedactedUrl<'a>(&'a str);
+
+impl fmt::Debug for RedactedUrl<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&redact_url(self.0), f)
+    }
+}
+
+/// `Debug` of an optional URL, redacted.
+pub(crate) fn debug_url<'a>(url: Option<&'a str>) -> impl fmt::Debug + 'a {
+    url.map(RedactedUrl)
+}
+
 /// A client certificate chain and its private key, for x509 authentication.
 #[derive(Clone)]
 pub struct Identity {
@@ -162,7 +195,17 @@ pub struct TlsConfig {
 /// let config = informer::Config::new("http://127.0.0.1:8080".parse().unwrap());
 /// assert_eq!(config.default_namespace, "default");
 /// ```
-#[derive(Clone, Debug)]
+/// `Debug` shows every field, with the user information of URLs (`http://user:password@...`)
+/// redacted, and secrets as [`Secret`]'s `[redacted]`.
+///
+/// ```
+/// let mut config = informer::Config::new("https://k:6443".parse().unwrap());
+/// config.proxy_url = Some("http://me:s3cret@proxy:3128".parse().unwrap());
+/// config.auth = informer::Auth::Bearer(informer::Secret::new("t0ken"));
+/// let debug = format!("{config:?}");
+/// assert!(!debug.contains("s3cret") && !debug.contains("t0ken"), "{debug}");
+/// ```
+#[derive(Clone)]
 pub struct Config {
     /// `https://host:port` (or `http://` for a local, unauthenticated server), with an optional path
     /// prefix.
@@ -194,6 +237,24 @@ pub struct Config {
     /// An HTTP proxy to tunnel connections through with `CONNECT` (kubeconfig `proxy-url`);
     /// `http://user:password@host:port` sends basic proxy credentials (never printed).
     pub proxy_url: Option<crate::client::ProxyUrl>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let cluster_url = self.cluster_url.to_string();
+        let proxy_url = self.proxy_url.as_ref().map(Uri::to_string);
+        f.debug_struct("Config")
+            .field("cluster_url", &RedactedUrl(&cluster_url))
+            .field("default_namespace", &self.default_namespace)
+            .field("tls", &self.tls)
+            .field("auth", &self.auth)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_frame_bytes", &self.max_frame_bytes)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("proxy_url", &debug_url(proxy_url.as_deref()))
+            .finish()
+    }
 }
 
 impl Config {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use hashbrown::HashTable;
@@ -50,20 +50,41 @@ impl Cell {
     fn is(&self, namespace: &str, service: &str, port: &str) -> bool {
         self.namespace == namespace && self.service == service && self.port == port
     }
+
+    fn has_subscribers(&self) -> bool {
+        self.tx.receiver_count() > 0
+    }
 }
 
 /// A Service somebody asked about, and its cells.
 struct ServiceEntry {
     namespace: String,
     name: String,
+    /// Creation order among entries: eviction forgets the oldest first.
+    created: u64,
     state: Mutex<ServiceInner>,
 }
 
 struct ServiceInner {
     revision: u64,
+    /// In creation order.
     cells: Vec<Arc<Cell>>,
     /// Pods (`namespace/name`) the last computation referenced, to keep `pod_refs` exact.
     pods: BTreeSet<String>,
+    /// Set (under this lock) when the entry was forgotten: a caller that fetched the entry just
+    /// before must start over instead of adding a cell nobody would recompute.
+    evicted: bool,
+}
+
+impl ServiceEntry {
+    fn has_subscribers(&self) -> bool {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cells
+            .iter()
+            .any(|c| c.has_subscribers())
+    }
 }
 
 /// The informers of one namespace (or of the cluster) and their sync progress.
@@ -169,7 +190,7 @@ impl Cache {
         if let Some(cell) = self
             .cells
             .read()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .find(hash, |c| c.is(namespace, service, port))
         {
             return cell.current();
@@ -183,35 +204,38 @@ impl Cache {
         if let Some(cell) = self
             .cells
             .read()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .find(hash, |c| c.is(namespace, service, port))
         {
             return cell.clone();
         }
         let watch = self.watch(namespace);
-        let entry = {
-            let mut services = self.services.lock().unwrap();
-            services
-                .entry((namespace.to_owned(), service.to_owned()))
-                .or_insert_with(|| {
-                    Arc::new(ServiceEntry {
-                        namespace: namespace.to_owned(),
-                        name: service.to_owned(),
-                        state: Mutex::new(ServiceInner {
-                            revision: 0,
-                            cells: Vec::new(),
-                            pods: BTreeSet::new(),
-                        }),
-                    })
-                })
-                .clone()
-        };
-        let mut inner = entry.state.lock().unwrap();
+        let entry = self.service_entry(namespace, service);
+        let mut inner = entry.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.evicted {
+            // Forgotten between the lookup and the lock: a new entry is needed.
+            drop(inner);
+            return self.cell(namespace, service, port);
+        }
         if let Some(cell) = inner.cells.iter().find(|c| c.port == port) {
             return cell.clone();
         }
+        if inner.cells.len() >= self.options.max_ports_per_service.max(1) {
+            let victim = inner
+                .cells
+                .iter()
+                .position(|c| !c.has_subscribers())
+                .unwrap_or(0);
+            let gone = inner.cells.remove(victim);
+            self.forget_cells(std::slice::from_ref(&gone));
+        }
         let key = (namespace.to_owned(), service.to_owned(), port.to_owned());
-        let initial = match self.stale.lock().unwrap().remove(&key) {
+        let initial = match self
+            .stale
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&key)
+        {
             Some(mut stale) => {
                 inner.revision = inner.revision.max(stale.revision);
                 stale.revision = inner.revision;
@@ -229,12 +253,72 @@ impl Cache {
         inner.cells.push(cell.clone());
         self.cells
             .write()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .insert_unique(hash, cell.clone(), |c| c.hash);
         if watch.computing.load(Ordering::SeqCst) {
             self.recompute_locked(&entry, &mut inner, &watch);
         }
         cell
+    }
+
+    /// The entry of a Service, created on first use; creating one past
+    /// [`max_tracked_services`](super::DiscoveryOptions::max_tracked_services) forgets the oldest
+    /// entry without subscribers (else the oldest).
+    fn service_entry(&self, namespace: &str, service: &str) -> Arc<ServiceEntry> {
+        let key = (namespace.to_owned(), service.to_owned());
+        let (entry, victim) = {
+            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(e) = services.get(&key) {
+                return e.clone();
+            }
+            let victim = if services.len() >= self.options.max_tracked_services.max(1) {
+                let oldest = |evictable: &dyn Fn(&ServiceEntry) -> bool| {
+                    services
+                        .iter()
+                        .filter(|(_, e)| evictable(e))
+                        .min_by_key(|(_, e)| e.created)
+                        .map(|(k, _)| k.clone())
+                };
+                let key = oldest(&|e| !e.has_subscribers()).or_else(|| oldest(&|_| true));
+                key.and_then(|k| services.remove(&k))
+            } else {
+                None
+            };
+            let entry = Arc::new(ServiceEntry {
+                namespace: namespace.to_owned(),
+                name: service.to_owned(),
+                // Relaxed: only a unique, increasing number is needed (compared under this lock).
+                created: self.next_seq.fetch_add(1, Ordering::Relaxed),
+                state: Mutex::new(ServiceInner {
+                    revision: 0,
+                    cells: Vec::new(),
+                    pods: BTreeSet::new(),
+                    evicted: false,
+                }),
+            });
+            services.insert(key, entry.clone());
+            (entry, victim)
+        };
+        if let Some(victim) = victim {
+            // After the services lock is released (never a Service's lock inside it for long).
+            let mut inner = victim.state.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.evicted = true;
+            let cells = std::mem::take(&mut inner.cells);
+            self.forget_cells(&cells);
+            let pods = std::mem::take(&mut inner.pods);
+            self.update_pod_refs(&victim.namespace, &victim.name, &pods, &BTreeSet::new());
+        }
+        entry
+    }
+
+    /// Removes cells from the read path. Their subscribers' streams end (the senders drop).
+    fn forget_cells(&self, cells: &[Arc<Cell>]) {
+        let mut table = self.cells.write().unwrap_or_else(PoisonError::into_inner);
+        for cell in cells {
+            if let Ok(found) = table.find_entry(cell.hash, |c| Arc::ptr_eq(c, cell)) {
+                found.remove();
+            }
+        }
     }
 
     pub(crate) fn has_synced(&self, namespace: &str) -> bool {
@@ -260,7 +344,11 @@ impl Cache {
 
     pub(crate) fn metrics(&self) -> DiscoveryMetrics {
         DiscoveryMetrics {
-            tracked_ports: self.cells.read().unwrap().len(),
+            tracked_ports: self
+                .cells
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len(),
             recomputes: self.recomputes.load(Ordering::Relaxed),
             published: self.published.load(Ordering::Relaxed),
             apiserver_reads: self.apiserver_reads.load(Ordering::Relaxed),
@@ -272,7 +360,7 @@ impl Cache {
     pub(crate) fn all_snapshots(&self) -> Vec<Arc<Snapshot>> {
         self.cells
             .read()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .map(|c| c.current())
             .collect()
@@ -291,11 +379,57 @@ impl Cache {
     /// The informers serving `namespace`, created, wired and started on first use.
     fn watch(&self, namespace: &str) -> Arc<Watch> {
         let key = self.scope_key(namespace);
-        let mut watches = self.watches.lock().unwrap();
+        let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(w) = watches.get(&key) {
             return w.clone();
         }
-        let ns = key.as_deref();
+        // Creating the informers spawns threads, which can fail (and panic) under resource limits:
+        // catch that here, release the lock, then go on panicking, so that the map is not poisoned
+        // and the next call tries again.
+        let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.new_watch(key.as_deref())
+        }));
+        let watch = match created {
+            Ok(watch) => watch,
+            Err(panic) => {
+                drop(watches);
+                std::panic::resume_unwind(panic);
+            }
+        };
+        watches.insert(key.clone(), watch.clone());
+        drop(watches);
+        let me = self.me.clone();
+        let w = watch.clone();
+        self.runtime.spawn(async move {
+            while !w.has_synced() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            let Some(cache) = me.upgrade() else { return };
+            // Before the full computation: events handled from now on recompute themselves, and
+            // the ones handled before are already in the stores the computation reads.
+            w.computing.store(true, Ordering::SeqCst);
+            let entries: Vec<Arc<ServiceEntry>> = {
+                let services = cache
+                    .services
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                services
+                    .values()
+                    .filter(|e| key.is_none() || key.as_deref() == Some(e.namespace.as_str()))
+                    .cloned()
+                    .collect()
+            };
+            for e in entries {
+                cache.recompute(&e);
+            }
+            w.computed.store(true, Ordering::SeqCst);
+            w.computed_notify.notify_waiters();
+        });
+        watch
+    }
+
+    /// The informers of one namespace (`None`: all), wired to this cache and started.
+    fn new_watch(&self, ns: Option<&str>) -> Arc<Watch> {
         let o = &self.options;
         let slices = (o.source == EndpointSource::EndpointSlices).then(|| {
             let inf: Informer<EndpointSlice> =
@@ -336,32 +470,6 @@ impl Cache {
             computed_notify: Notify::new(),
         });
         self.wire(&watch);
-        watches.insert(key.clone(), watch.clone());
-        drop(watches);
-        let me = self.me.clone();
-        let w = watch.clone();
-        self.runtime.spawn(async move {
-            while !w.has_synced() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            let Some(cache) = me.upgrade() else { return };
-            // Before the full computation: events handled from now on recompute themselves, and
-            // the ones handled before are already in the stores the computation reads.
-            w.computing.store(true, Ordering::SeqCst);
-            let entries: Vec<Arc<ServiceEntry>> = {
-                let services = cache.services.lock().unwrap();
-                services
-                    .values()
-                    .filter(|e| key.is_none() || key.as_deref() == Some(e.namespace.as_str()))
-                    .cloned()
-                    .collect()
-            };
-            for e in entries {
-                cache.recompute(&e);
-            }
-            w.computed.store(true, Ordering::SeqCst);
-            w.computed_notify.notify_waiters();
-        });
         watch
     }
 
@@ -430,7 +538,10 @@ impl Cache {
     fn slice_changed(&self, slice: &EndpointSlice, present: bool) {
         let key = slice.metadata.key();
         {
-            let mut seqs = self.slice_seq.lock().unwrap();
+            let mut seqs = self
+                .slice_seq
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if present {
                 seqs.insert(key, self.next_seq.fetch_add(1, Ordering::Relaxed));
             } else {
@@ -443,7 +554,12 @@ impl Cache {
     }
 
     fn pod_changed(&self, pod_key: String) {
-        let services: Vec<ServiceKey> = match self.pod_refs.lock().unwrap().get(&pod_key) {
+        let services: Vec<ServiceKey> = match self
+            .pod_refs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&pod_key)
+        {
             Some(s) => s.iter().cloned().collect(),
             None => return,
         };
@@ -457,7 +573,7 @@ impl Cache {
         let entry = self
             .services
             .lock()
-            .unwrap()
+            .unwrap_or_else(PoisonError::into_inner)
             .get(&(namespace.to_owned(), service.to_owned()))
             .cloned();
         if let Some(entry) = entry {
@@ -473,7 +589,7 @@ impl Cache {
         if !watch.computing.load(Ordering::SeqCst) {
             return;
         }
-        let mut inner = entry.state.lock().unwrap();
+        let mut inner = entry.state.lock().unwrap_or_else(PoisonError::into_inner);
         self.recompute_locked(entry, &mut inner, &watch);
     }
 
@@ -541,7 +657,10 @@ impl Cache {
             .store()
             .by_index(SERVICE_INDEX, &format!("{ns}/{name}"))
             .unwrap_or_default();
-        let seqs = self.slice_seq.lock().unwrap();
+        let seqs = self
+            .slice_seq
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         Source::Slices(
             slices
                 .into_iter()
@@ -561,7 +680,7 @@ impl Cache {
         after: &BTreeSet<String>,
     ) {
         let key = (ns.to_owned(), name.to_owned());
-        let mut refs = self.pod_refs.lock().unwrap();
+        let mut refs = self.pod_refs.lock().unwrap_or_else(PoisonError::into_inner);
         for gone in before.difference(after) {
             if let Some(set) = refs.get_mut(gone) {
                 set.remove(&key);
@@ -697,4 +816,32 @@ fn service_of(slice: &EndpointSlice) -> Option<&str> {
         .labels
         .get(SERVICE_NAME_LABEL)
         .map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::discovery::ServiceState;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panic_under_its_locks_does_not_break_discovery() {
+        // Nothing listens there: the informers just retry in the background.
+        let client =
+            Client::new(crate::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let factory = Arc::new(InformerFactory::new(client.clone()));
+        let cache = Cache::new(client, factory, DiscoveryOptions::default());
+        // As a thread spawn failing while they are held would: every lock poisoned.
+        let c = cache.clone();
+        let _ = std::thread::spawn(move || {
+            let _watches = c.watches.lock();
+            let _services = c.services.lock();
+            let _cells = c.cells.write();
+            panic!("cannot spawn a thread");
+        })
+        .join();
+        assert!(cache.watches.is_poisoned() && cache.services.is_poisoned());
+        let snapshot = cache.instances("ns", "svc", "http");
+        assert_eq!(snapshot.state, ServiceState::NotSynced);
+        assert_eq!(cache.metrics().tracked_ports, 1);
+    }
 }

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use tokio::sync::{Semaphore, watch};
@@ -102,7 +102,11 @@ pub(crate) async fn instances_or_fetch(
     let key: ServiceKey = (namespace.to_owned(), service.to_owned());
     let fetched = loop {
         let role = {
-            let mut slots = cache.fetches.slots.lock().unwrap();
+            let mut slots = cache
+                .fetches
+                .slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let slot = slots.entry(key.clone()).or_default();
             match (&slot.last, &slot.in_flight) {
                 (Some((t, r)), _) if t.elapsed() < cache.options.fetch_min_interval => {
@@ -128,7 +132,11 @@ pub(crate) async fn instances_or_fetch(
                     Ok(r) => break r.expect("waited for Some"),
                     Err(_) => {
                         // The leader was cancelled: clear its slot and try again.
-                        let mut slots = cache.fetches.slots.lock().unwrap();
+                        let mut slots = cache
+                            .fetches
+                            .slots
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner);
                         if let Some(slot) = slots.get_mut(&key) {
                             if slot.in_flight.as_ref().is_some_and(|r| r.same_channel(&rx)) {
                                 slot.in_flight = None;
@@ -142,7 +150,11 @@ pub(crate) async fn instances_or_fetch(
                     let _permit = cache.fetches.limit.acquire().await.expect("never closed");
                     fetch(cache, namespace, service).await
                 };
-                let mut slots = cache.fetches.slots.lock().unwrap();
+                let mut slots = cache
+                    .fetches
+                    .slots
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 let slot = slots.entry(key.clone()).or_default();
                 slot.last = Some((Instant::now(), r.clone()));
                 slot.in_flight = None;

@@ -203,6 +203,13 @@ pub struct DiscoveryOptions {
     pub persist_interval: Duration,
     /// Options of the informers discovery creates.
     pub reflector: ReflectorOptions,
+    /// At most this many Services tracked (each asked-about `(namespace, service)` is; callers may
+    /// pass any names). Past it, asking about a new one first forgets the oldest Service that has
+    /// no subscriber (or, if every one has, the oldest: its subscriptions end). Default 10 000.
+    pub max_tracked_services: usize,
+    /// At most this many ports tracked per Service; past it the oldest port without a subscriber
+    /// (else the oldest) is forgotten. Default 64.
+    pub max_ports_per_service: usize,
 }
 
 impl Default for DiscoveryOptions {
@@ -222,6 +229,8 @@ impl Default for DiscoveryOptions {
             last_known_good: None,
             persist_interval: Duration::from_secs(10),
             reflector: ReflectorOptions::default(),
+            max_tracked_services: 10_000,
+            max_ports_per_service: 64,
         }
     }
 }

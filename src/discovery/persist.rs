@@ -2,7 +2,7 @@
 //! apiserver is unreachable. Loaded snapshots are marked [`Freshness::Stale`] with the time they
 //! were saved, and replaced by live ones once the informers synced.
 //!
-//! Written atomically (temporary file, then rename), at most every
+//! Written atomically (a new 0600 file under a unique temporary name, then renamed), at most every
 //! [`persist_interval`](super::DiscoveryOptions::persist_interval) and only when a snapshot changed.
 
 use std::collections::HashMap;
@@ -39,9 +39,9 @@ pub(crate) fn save(cache: &Cache) -> std::io::Result<()> {
         snapshots,
     };
     let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    // 0600, a unique temporary name, then rename: no reader sees a partial file, no other user
+    // reads the cluster's endpoints, and two savers (two processes) never share a temporary file.
+    crate::private_file::write(path, &bytes)
 }
 
 /// Reads the file; a missing or unreadable file gives nothing (with a warning if unreadable).

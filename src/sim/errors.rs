@@ -231,6 +231,9 @@ impl ApiError {
                 "Timeout",
                 "Timeout: request did not complete within the allotted timeout",
             ),
+            // As the apiserver answers them: no Retry-After (nothing to wait for).
+            401 => return Self::unauthorized(),
+            403 => return Self::new(403, "Forbidden", "forbidden: injected fault"),
             _ => ("InternalError", "injected fault"),
         };
         let mut e = Self::new(code, reason, message).with_details(json!({"retryAfterSeconds": 1}));

@@ -59,6 +59,7 @@ struct Config {
     drop_after: Option<DropAfter>,
     event_delay: Option<Duration>,
     watch_list_disabled: bool,
+    reads_forbidden: bool,
     seed: u64,
 }
 
@@ -197,6 +198,28 @@ impl Faults {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .watch_list_disabled
+    }
+
+    /// While on, every read of a resource (get, list, watch) answers 403 Forbidden with the
+    /// apiserver's RBAC message, as when the caller's role does not cover that resource; discovery
+    /// documents stay readable, as they are for every authenticated user. Open watches go on.
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let sim = informer::sim::Simulator::start().await.unwrap();
+    /// sim.faults().forbid_reads(true); // GET /api/v1/pods -> 403 "pods is forbidden: ..."
+    /// # }
+    /// ```
+    pub fn forbid_reads(&self, on: bool) {
+        self.edit(|c| c.reads_forbidden = on);
+    }
+
+    pub(crate) fn reads_forbidden(&self) -> bool {
+        self.state
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .reads_forbidden
     }
 
     /// Answers the next `k` requests with `code` (429, 500, 503, 504, ...), a Status body and `Retry-After: 1`.

@@ -36,7 +36,8 @@
 //! exact read (`limit` + RV ∉ {"", "0"}) rebuild the state at that RV from history or answer 410;
 //! continue tokens are the apiserver's base64 JSON (`{"v":"meta.k8s.io/v1","rv":N,"start":"key\u0000"}`)
 //! and a compacted one answers 410 with a fresh `"rv":-1` token. Watches: resume from an RV (410
-//! as an ERROR event in a 200 stream when too old), synthetic ADDED for RV `""`/`"0"`,
+//! as an ERROR event in a 200 stream when too old: older than the retained history, or than the
+//! resource's registration, as the 1.20 watch cache refuses versions before its first list), synthetic ADDED for RV `""`/`"0"`,
 //! `sendInitialEvents` with the `k8s.io/initial-events-end` bookmark, periodic bookmarks plus one
 //! ~2 s before `timeoutSeconds`, clean end at the deadline, selector exit as DELETED of the old
 //! object stamped with the new RV. A watcher more than [`SimulatorBuilder::watch_buffer`] events
@@ -343,7 +344,7 @@ impl Simulator {
     /// ```no_run
     /// # async fn demo() -> std::io::Result<()> {
     /// let sim = informer::sim::Simulator::builder().tls(true).token("t").start().await?;
-    /// std::fs::write("/tmp/sim.kubeconfig", sim.kubeconfig())?;
+    /// let yaml = sim.kubeconfig(); // or sim.write_kubeconfig(path): a private file
     /// // kubectl --kubeconfig /tmp/sim.kubeconfig get pods
     /// # Ok(()) }
     /// ```
@@ -363,6 +364,19 @@ impl Simulator {
              contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\n\
              current-context: sim\n"
         )
+    }
+
+    /// Writes [`kubeconfig`](Self::kubeconfig) to `path` (it holds the token): a new file only the
+    /// owner can read (0600), written under a unique temporary name and renamed over `path`.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> std::io::Result<()> {
+    /// let sim = informer::sim::Simulator::builder().token("t").start().await?;
+    /// sim.write_kubeconfig(std::path::Path::new("/tmp/sim.kubeconfig"))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn write_kubeconfig(&self, path: &std::path::Path) -> std::io::Result<()> {
+        crate::private_file::write(path, self.kubeconfig().as_bytes())
     }
 
     /// The fault-injection handle.
@@ -392,6 +406,10 @@ impl Simulator {
 
     /// Serves another resource (a CRD, say); `short_names` appear in discovery. Custom resources
     /// are listed with `kind`/`apiVersion` on each item and DELETE returns the object.
+    ///
+    /// Like a CRD's watch cache on the real apiserver, which is built from a list at the version
+    /// current when the resource is first served, a watch of it from an older resourceVersion
+    /// answers `410 Expired` ("too old resource version"), whatever history the store still holds.
     pub fn register_resource(&self, api: ApiResource, short_names: &[&str]) {
         self.shared
             .store

@@ -377,6 +377,23 @@ async fn resource(
             t.ns.as_deref(),
         ));
     }
+    if req.method() == Method::GET && shared.faults.reads_forbidden() {
+        let verb = if query.get("watch").is_some_and(|w| w == "true" || w == "1") || legacy_watch {
+            "watch"
+        } else if t.name.is_some() {
+            "get"
+        } else {
+            "list"
+        };
+        let api = &t.info.api;
+        return Err(ApiError::forbidden(
+            "reader",
+            verb,
+            &api.plural,
+            &api.group,
+            t.ns.as_deref(),
+        ));
+    }
     let faults = &shared.faults;
     let store = &shared.store;
     let ns = t.ns.as_deref();

@@ -246,6 +246,12 @@ pub(crate) struct WatchStart {
 struct Inner {
     rv: u64,
     compacted: u64,
+    /// Per resource (by index): the resourceVersion its watch cache started at. Like the 1.20
+    /// apiserver's cacher, whose `listResourceVersion` is the RV of the list it was built from,
+    /// a watch from an older version answers 410 even though the store still holds the history:
+    /// built-in resources start with the store, custom ones when they are registered (a CRD's
+    /// cacher is created when it is first served). See [`Store::start_watch`].
+    watch_floor: Vec<u64>,
     registry: Registry,
     objects: Vec<BTreeMap<String, Entry>>,
     history: VecDeque<Arc<Event>>,
@@ -441,12 +447,14 @@ impl Store {
     ) -> Store {
         let registry = Registry::builtin();
         let objects = registry.list().iter().map(|_| BTreeMap::new()).collect();
+        let watch_floor = vec![initial_rv; registry.list().len()];
         let (events, _) = broadcast::channel(broadcast_capacity.max(16));
         let rv_tx = watch::Sender::new(initial_rv);
         Store {
             inner: Mutex::new(Inner {
                 rv: initial_rv,
                 compacted: initial_rv,
+                watch_floor,
                 registry,
                 objects,
                 history: VecDeque::new(),
@@ -469,6 +477,13 @@ impl Store {
         let i = g.registry.add(info);
         if g.objects.len() <= i {
             g.objects.push(BTreeMap::new());
+        }
+        // A (re-)registered resource gets a new watch cache, built from a list at the current RV.
+        let rv = g.rv;
+        if g.watch_floor.len() <= i {
+            g.watch_floor.push(rv);
+        } else {
+            g.watch_floor[i] = rv;
         }
         i
     }
@@ -921,8 +936,14 @@ impl Store {
         let in_ns = |o: &Obj| ns.is_none() || o.namespace() == ns;
         match from {
             WatchFrom::Rv(x) => {
-                if x < g.compacted {
-                    return Err(ApiError::watch_too_old(x, g.compacted));
+                // The 1.20 watch cache (`watchCache.GetAllEventsSinceThreadUnsafe`) refuses
+                // `x < oldest - 1`, where `oldest - 1` is the RV of the cacher's list while no event
+                // has left its window, else the RV before the first event still in the window.
+                // Here the window is the store's history (`compacted`) and the list is the
+                // resource's registration (`watch_floor`); the message names the bound.
+                let oldest = g.compacted.max(g.watch_floor[idx]);
+                if x < oldest {
+                    return Err(ApiError::watch_too_old(x, oldest));
                 }
                 let replay = g
                     .history

@@ -346,11 +346,89 @@ pub fn assert_same(real: &Transcript, sim: &Transcript) {
     );
 }
 
+/// The custom resource whose watch cache [`error_answers`] asks for a version older than it holds.
+///
+/// Whether a 1.20 apiserver refuses a watch from a very old resourceVersion depends on its watch
+/// cache (`watchCache.GetAllEventsSinceThreadUnsafe`): it refuses `rv < oldest - 1`, where
+/// `oldest - 1` is the version of the list the cache was built from while no event has left its
+/// window (at least 100 events, growing while they are younger than 75 s), and the version before
+/// its first buffered event after that. The built-in resources' caches are built at start-up, when
+/// etcd is fresh (a list at version 1 or so), so `resourceVersion=1` is accepted by a young server
+/// and refused once enough writes have aged: it depends on the server's age and on which tests ran
+/// before. A custom resource's cache is built when it is first served, from a list at the then
+/// current version, so on every server that has written anything `resourceVersion=1` is too old.
+pub fn probe_resource() -> informer::ApiResource {
+    informer::ApiResource::new("differential.informer.test", "v1", "Probe", "probes", true)
+}
+
+/// Makes the real server serve [`probe_resource`]: creates its CRD (or finds it from an earlier
+/// run), then waits until a LIST of it answers, which is also what builds its watch cache.
+pub async fn serve_probes_on_real(client: &Client) {
+    let r = probe_resource();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{}.{}", r.plural, r.group)},
+        "spec": {
+            "group": r.group,
+            "scope": "Namespaced",
+            "names": {"plural": r.plural, "singular": "probe", "kind": r.kind},
+            "versions": [{
+                "name": r.version, "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true
+                }}
+            }]
+        }
+    });
+    let answer = send(
+        client,
+        Method::POST,
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        Some(crd),
+    )
+    .await;
+    assert!(
+        answer["kind"] == "CustomResourceDefinition" || answer["reason"] == "AlreadyExists",
+        "{answer}"
+    );
+    // A new CRD is served once it is Established, a moment after its creation: ask until then.
+    let path = format!("/apis/{}/{}/{}", r.group, r.version, r.plural);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.request::<Value>(Method::GET, &path, None).await {
+            Ok(_) => return,
+            Err(e) if e.http_code() == Some(404) && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            Err(e) => panic!("{path} is not served: {e}"),
+        }
+    }
+}
+
+/// Makes the simulator serve [`probe_resource`] the way [`serve_probes_on_real`] leaves the real
+/// server: after some writes (the real one wrote its bootstrap objects), so the resource's watch
+/// cache starts at a version later than 1.
+pub fn serve_probes_on_sim(sim: &informer::sim::Simulator) {
+    sim.create(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "before-probes"}}),
+    )
+    .unwrap();
+    sim.register_resource(probe_resource(), &[]);
+}
+
 /// Answers to requests the apiserver refuses, normalized (namespace renamed, numbers in messages
 /// replaced by `N`): `(request, HTTP status, body or first watch event)`.
 pub async fn error_answers(client: &Client) -> Vec<(String, u16, Value)> {
     let ns = namespace(client, "differr").await;
     let cms = cm_path(&ns, None);
+    let probe = probe_resource();
+    let probes = format!(
+        "/apis/{}/{}/namespaces/{ns}/{}",
+        probe.group, probe.version, probe.plural
+    );
     let now: u64 = get_rv(client, &cms).await;
     let requests = [
         (
@@ -361,7 +439,8 @@ pub async fn error_answers(client: &Client) -> Vec<(String, u16, Value)> {
         (Method::GET, format!("{cms}?labelSelector=a+in"), None),
         (
             Method::GET,
-            format!("{cms}?resourceVersion=1&watch=true"),
+            // Older than the resource's watch cache on both (see `probe_resource`).
+            format!("{probes}?resourceVersion=1&watch=true"),
             None,
         ),
         (
