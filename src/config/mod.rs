@@ -242,7 +242,6 @@ pub struct Config {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let cluster_url = self.cluster_url.to_string();
-        let proxy_url = self.proxy_url.as_ref().map(Uri::to_string);
         f.debug_struct("Config")
             .field("cluster_url", &RedactedUrl(&cluster_url))
             .field("default_namespace", &self.default_namespace)
@@ -252,7 +251,11 @@ impl fmt::Debug for Config {
             .field("request_timeout", &self.request_timeout)
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("max_response_bytes", &self.max_response_bytes)
-            .field("proxy_url", &debug_url(proxy_url.as_deref()))
+            .field("open_timeout", &self.open_timeout)
+            .field("http2_read_idle_timeout", &self.http2_read_idle_timeout)
+            .field("http2_ping_timeout", &self.http2_ping_timeout)
+            // `ProxyUrl`'s own Debug leaves its userinfo out.
+            .field("proxy_url", &self.proxy_url)
             .finish()
     }
 }
