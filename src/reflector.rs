@@ -258,6 +258,9 @@ enum State<T> {
 }
 
 /// What a watch event leads to.
+// Not boxed: a `Handled` is a return value that lives for one step; boxing the state would cost an
+// allocation per watch event (`Continue`) to shrink the rare `Then`.
+#[allow(clippy::large_enum_variant)]
 enum Handled<T> {
     /// Keep reading the watch.
     Continue,
