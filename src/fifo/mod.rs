@@ -48,10 +48,10 @@
 //! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and,
 //! the bounded async pushes aside, never wait for the consumer (see `inbox.rs` for the wake-up
 //! protocol and its orderings; `relist_page` also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
-//! state outright, so coalescing takes no lock at all. Before handing out a key it drains the inbox
-//! (up to [`DRAIN_BATCH`] inputs per pop), so the store it compares against always reflects every
-//! delta it handed out before (the previous [`Popped`] must be dropped before the next pop; the
-//! borrow checker enforces it).
+//! state outright, so coalescing takes no lock at all. It drains the inbox (up to [`DRAIN_BATCH`]
+//! inputs at a time) whenever nothing is pending and otherwise every 32 pops, always between two
+//! pops, so the store it compares against reflects every delta it handed out before (the previous
+//! [`Popped`] must be dropped before the next pop; the borrow checker enforces it).
 //!
 //! Memory: the coalesced state is O(distinct keys). Inputs not yet drained are bounded by the
 //! capacity for the async pushes (see Back-pressure); [`FifoMetrics::backlog`] exposes them.
@@ -78,6 +78,12 @@ use pending::{Change, Held, Pending};
 /// Most raw inputs the consumer drains before handing out a key, so a fast producer cannot keep the
 /// consumer draining forever.
 pub const DRAIN_BATCH: usize = 4096;
+
+/// While keys are pending, the consumer drains the inbox once every this many pops (and whenever
+/// nothing is pending). Draining before every pop would wake a producer that waits for room once
+/// per pop, a futex wake and a context switch each time; every 32 pops it wakes once for a batch,
+/// and coalescing loses nothing (drained inputs meet the pending entries all the same).
+const POPS_PER_DRAIN: u32 = 32;
 
 /// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -234,6 +240,7 @@ impl<T: Object> DeltaFifo<T> {
             closed: false,
             newest_rv: String::new(),
             bookmark_unreported: false,
+            pops_since_drain: 0,
             decode_failed_since_relist: false,
         };
         (DeltaFifo { shared }, consumer)
@@ -580,6 +587,8 @@ pub struct FifoConsumer<T> {
     newest_rv: String,
     /// A bookmark was drained and not yet reported by a pop.
     bookmark_unreported: bool,
+    /// Pops since the last drain (see [`POPS_PER_DRAIN`]).
+    pops_since_drain: u32,
     /// A raw object failed to decode since the last relist ended: the store may have missed an
     /// event, so no pop reports a caught-up resourceVersion.
     decode_failed_since_relist: bool,
@@ -769,6 +778,7 @@ impl<T: Object> FifoConsumer<T> {
     }
 
     fn take(&mut self) -> Option<Popped<'_, T>> {
+        self.pops_since_drain += 1;
         let (key, deltas, initial) = match self.pending.pop_front() {
             Some((key, entry)) => {
                 let first = self.resolve(entry.first);
@@ -834,7 +844,17 @@ impl<T: Object> FifoConsumer<T> {
         }
     }
 
-    /// Pops the oldest pending key without waiting (after draining what has arrived).
+    /// Drains the inbox if nothing is pending or [`POPS_PER_DRAIN`] pops went by since the last
+    /// drain.
+    fn drain_if_due(&mut self) {
+        if self.pending.len() == 0 || self.pops_since_drain >= POPS_PER_DRAIN {
+            self.pops_since_drain = 0;
+            self.drain();
+        }
+    }
+
+    /// Pops the oldest pending key without waiting (draining what has arrived first when nothing
+    /// is pending, and at least every few pops otherwise).
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
@@ -842,7 +862,7 @@ impl<T: Object> FifoConsumer<T> {
     /// assert!(consumer.try_pop().is_none());
     /// ```
     pub fn try_pop(&mut self) -> Option<Popped<'_, T>> {
-        self.drain();
+        self.drain_if_due();
         self.take()
     }
 
@@ -863,7 +883,7 @@ impl<T: Object> FifoConsumer<T> {
     /// ```
     pub fn pop(&mut self) -> Option<Popped<'_, T>> {
         loop {
-            self.drain();
+            self.drain_if_due();
             if self.ready() {
                 return self.take();
             }
@@ -893,7 +913,7 @@ impl<T: Object> FifoConsumer<T> {
     #[cfg(not(informer_loom))]
     pub async fn pop_async(&mut self) -> Option<Popped<'_, T>> {
         loop {
-            self.drain();
+            self.drain_if_due();
             if self.ready() {
                 return self.take();
             }
