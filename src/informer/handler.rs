@@ -162,8 +162,8 @@ fn merge<T>(waiting: Notification<T>, new: Notification<T>) -> Merged<T> {
 
 /// The notifications waiting for one key: at most two (a delete, then a re-create).
 enum Entry<T> {
-    /// Everything queued for the key cancelled out (an add, then its delete); the key keeps its
-    /// place in `order` so that `order` never holds a key twice.
+    /// Everything queued for the key cancelled out (an add, then its delete): the key is removed
+    /// from `waiting` at once, and this value never stays in the queue.
     Empty,
     One(Notification<T>),
     Two(Notification<T>, Notification<T>),
@@ -179,13 +179,22 @@ impl<T> Entry<T> {
     }
 }
 
+/// A key's waiting notifications, and the sequence number of its live place in `order`.
+struct Waiting<T> {
+    seq: u64,
+    entry: Entry<T>,
+}
+
 /// A handler's queue: keys in the order they first became pending, one entry per key.
 ///
-/// Invariant: every key of `waiting` is in `order` exactly once, and the other way round; so both
-/// hold at most one element per key.
+/// Invariant: every key of `waiting` has exactly one live place in `order`, the one whose sequence
+/// number equals its `seq`; other places are dead (their key's notifications cancelled out, or it
+/// became pending again later) and are skipped, and compacted away once they outnumber the live
+/// ones. So a stalled handler holds O(keys with something waiting), however many keys came and went.
 pub(crate) struct Queue<T> {
-    order: VecDeque<Arc<str>>,
-    waiting: HashMap<Arc<str>, Entry<T>>,
+    order: VecDeque<(u64, Arc<str>)>,
+    waiting: HashMap<Arc<str>, Waiting<T>>,
+    next_seq: u64,
     /// Initial notifications queued but not yet delivered.
     initial_outstanding: usize,
     /// Notifications merged into waiting ones.
@@ -198,6 +207,7 @@ impl<T> Queue<T> {
         Queue {
             order: VecDeque::new(),
             waiting: HashMap::new(),
+            next_seq: 0,
             initial_outstanding: 0,
             coalesced: 0,
             closed: false,
@@ -205,11 +215,19 @@ impl<T> Queue<T> {
     }
 
     pub(crate) fn push(&mut self, key: &str, n: Notification<T>) {
-        let Some(entry) = self.waiting.get_mut(key) else {
+        let Some(Waiting { entry, .. }) = self.waiting.get_mut(key) else {
             self.initial_outstanding += usize::from(n.is_initial());
             let key: Arc<str> = Arc::from(key);
-            self.order.push_back(key.clone());
-            self.waiting.insert(key, Entry::One(n));
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.order.push_back((seq, key.clone()));
+            self.waiting.insert(
+                key,
+                Waiting {
+                    seq,
+                    entry: Entry::One(n),
+                },
+            );
             return;
         };
         let before = entry.initial_count();
@@ -234,18 +252,37 @@ impl<T> Queue<T> {
             }
         };
         self.initial_outstanding = self.initial_outstanding + merged.initial_count() - before;
-        *entry = merged;
+        if matches!(merged, Entry::Empty) {
+            // Nothing left to deliver: forget the key; its place in `order` is dead now.
+            self.waiting.remove(key);
+            if self.order.len() > 64 && self.order.len() > 2 * self.waiting.len() {
+                let waiting = &self.waiting;
+                self.order
+                    .retain(|(seq, k)| waiting.get(k).is_some_and(|w| w.seq == *seq));
+            }
+        } else {
+            *entry = merged;
+        }
     }
 
     /// The oldest waiting notification.
     fn pop(&mut self) -> Option<Notification<T>> {
-        while let Some(key) = self.order.pop_front() {
-            match self.waiting.remove(&key) {
+        while let Some((seq, key)) = self.order.pop_front() {
+            if self.waiting.get(&key).is_none_or(|w| w.seq != seq) {
+                continue; // a dead place
+            }
+            match self.waiting.remove(&key).map(|w| w.entry) {
                 Some(Entry::One(a)) => return Some(a),
                 Some(Entry::Two(a, b)) => {
                     // The re-create waits at the front, keeping its key's place.
-                    self.order.push_front(key.clone());
-                    self.waiting.insert(key, Entry::One(b));
+                    self.order.push_front((seq, key.clone()));
+                    self.waiting.insert(
+                        key,
+                        Waiting {
+                            seq,
+                            entry: Entry::One(b),
+                        },
+                    );
                     return Some(a);
                 }
                 Some(Entry::Empty) | None => continue,
@@ -255,7 +292,16 @@ impl<T> Queue<T> {
     }
 
     pub(crate) fn contains(&self, key: &str) -> bool {
-        matches!(self.waiting.get(key), Some(Entry::One(_) | Entry::Two(..)))
+        matches!(
+            self.waiting.get(key).map(|w| &w.entry),
+            Some(Entry::One(_) | Entry::Two(..))
+        )
+    }
+
+    /// Places in `order`, live or dead (for the bound's test).
+    #[cfg(test)]
+    fn order_len(&self) -> usize {
+        self.order.len()
     }
 
     fn len(&self) -> usize {
@@ -411,5 +457,60 @@ impl<T: Object> Slot<T> {
                 self.queue.lock().unwrap().initial_outstanding -= 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Pod;
+
+    #[test]
+    fn a_stalled_queue_forgets_keys_that_came_and_went() {
+        // Churn of unique names while the handler delivers nothing: each key is added, then
+        // deleted before delivery, which cancels out. The queue must not keep a trace of them.
+        let mut q = Queue::<Pod>::new();
+        q.push(
+            "kept",
+            Notification::Add {
+                obj: Arc::new(Pod::default()),
+                initial: false,
+            },
+        );
+        for i in 0..100_000 {
+            let key = format!("ns/churn-{i}");
+            let obj = Arc::new(Pod::default());
+            q.push(
+                &key,
+                Notification::Add {
+                    obj: obj.clone(),
+                    initial: false,
+                },
+            );
+            q.push(&key, Notification::Delete(DeletedObject::Final(obj)));
+        }
+        assert_eq!(q.len(), 1);
+        assert!(q.order_len() <= 130, "{} places in order", q.order_len());
+        assert!(matches!(q.pop(), Some(Notification::Add { .. })));
+        assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn a_key_pending_again_after_cancelling_out_keeps_one_place() {
+        let mut q = Queue::<Pod>::new();
+        let obj = Arc::new(Pod::default());
+        let add = |o: &Arc<Pod>| Notification::Add {
+            obj: o.clone(),
+            initial: false,
+        };
+        q.push("a", add(&obj));
+        q.push("b", add(&obj));
+        q.push("a", Notification::Delete(DeletedObject::Final(obj.clone())));
+        q.push("a", add(&obj)); // pending again: after "b" now
+        let order: Vec<bool> = std::iter::from_fn(|| q.pop())
+            .map(|n| matches!(n, Notification::Add { .. }))
+            .collect();
+        assert_eq!(order, [true, true]);
+        assert!(q.pop().is_none());
     }
 }
