@@ -263,15 +263,14 @@ impl<T: Object> DeltaFifo<T> {
         true
     }
 
-    /// [`send`](Self::send), after waiting while the inbox holds `capacity` or more objects.
+    /// Waits while the inbox holds `capacity` or more objects (or until the fifo closes).
     #[cfg(not(informer_loom))]
-    async fn send_bounded(&self, input: Input<T>) -> bool {
+    async fn room(&self) {
         let closed = || self.shared.closed.load(Ordering::Relaxed);
         self.shared
             .inbox
             .wait_for_room(self.shared.capacity, closed)
             .await;
-        self.send(input)
     }
 
     /// Queues a watch event whose object is still JSON, waiting while the fifo is full (see the
@@ -303,7 +302,8 @@ impl<T: Object> DeltaFifo<T> {
             RawDelta::Modified(r) => Change::Modified(Held::Raw(r)),
             RawDelta::Deleted(r) => Change::Deleted(Held::Raw(r)),
         };
-        self.send_bounded(Input::Event(change)).await
+        self.room().await;
+        self.send(Input::Event(change))
     }
 
     /// [`relist_page`](Self::relist_page), waiting while the fifo is full.
@@ -318,11 +318,7 @@ impl<T: Object> DeltaFifo<T> {
     /// ```
     #[cfg(not(informer_loom))]
     pub async fn relist_page_async(&self, items: Vec<Arc<T>>) -> bool {
-        let closed = || self.shared.closed.load(Ordering::Relaxed);
-        self.shared
-            .inbox
-            .wait_for_room(self.shared.capacity, closed)
-            .await;
+        self.room().await;
         self.relist_page(items)
     }
 
@@ -362,11 +358,7 @@ impl<T: Object> DeltaFifo<T> {
     /// ```
     #[cfg(not(informer_loom))]
     pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
-        let closed = || self.shared.closed.load(Ordering::Relaxed);
-        self.shared
-            .inbox
-            .wait_for_room(self.shared.capacity, closed)
-            .await;
+        self.room().await;
         let mut key = String::new();
         let items = items
             .into_iter()
