@@ -644,6 +644,13 @@ impl<T: Object + Clone> Reflector<T> {
                                 return State::Stopped;
                             }
                             self.listed(b.resource_version, listed_objects);
+                            // The first sync: the events that follow wait in the socket until the
+                            // consumer has processed the list, as they would before a LIST's watch
+                            // opens. Reading them now would only take CPU from the list's decode
+                            // (measured: sync 3x slower under a flood on 2 cores).
+                            if !self.fifo.has_synced() && !self.fifo.wait_synced().await {
+                                return State::Stopped;
+                            }
                             // WL5: the same stream goes on as a normal watch whose events all
                             // carry versions in order (client-go's propagateRVFromStart).
                             self.holding_rv_for_synthetic_adds = false;

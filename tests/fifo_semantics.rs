@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use informer::Pod;
-use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, RawDelta};
+use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, PENDING_RAW_BYTES, RawDelta};
 use informer::store::Store;
 use informer::watch::{EventDecoder, RawEvent};
 
@@ -605,6 +605,76 @@ fn a_stalled_consumer_holds_the_producer_and_memory_stays_o_keys() {
     assert_eq!(m.raw_received, EVENTS);
     assert_eq!(m.decoded + m.decodes_saved, EVENTS, "{m:?}");
     assert_eq!(m.decoded, pops, "one decode per key handed out");
+}
+
+/// A MODIFIED event for pod `ns/p{key}` whose JSON is about `size` bytes (a long node name).
+fn big_raw_event(key: u64, rv: u64, size: usize) -> RawDelta {
+    let pad = "n".repeat(size);
+    let line = format!(
+        "{{\"type\":\"MODIFIED\",\"object\":{{\"metadata\":{{\"name\":\"p{key}\",\"namespace\":\"ns\",\"resourceVersion\":\"{rv}\"}},\"spec\":{{\"nodeName\":\"{pad}\"}}}}}}\n"
+    );
+    let mut dec = EventDecoder::<Pod>::new();
+    dec.push(line.as_bytes());
+    match dec.next_raw().unwrap().unwrap() {
+        RawEvent::Modified(o) => RawDelta::Modified(o),
+        other => panic!("not raw: {other:?}"),
+    }
+}
+
+#[test]
+fn undecoded_bytes_held_pending_stay_within_the_budget() {
+    // 8,000 distinct keys of ~4 KB each (32 MB of JSON, twice the budget) from an async producer,
+    // and a consumer that pops slowly: the pending keys hold at most the budget (plus the one input
+    // that crossed it) of undecoded JSON, whatever the key count; the rest waits in the inbox, then
+    // in the producer. Everything arrives.
+    const KEYS: u64 = 8_000;
+    const SIZE: usize = 4_000;
+    let store = Arc::new(Store::<Pod>::new());
+    let (fifo, mut consumer) = DeltaFifo::with_capacity(store.clone(), 64);
+    let producer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    for k in 0..KEYS {
+                        assert!(fifo.push_raw(big_raw_event(k, k + 1, SIZE)).await);
+                    }
+                })
+        })
+    };
+    let (mut max_raw, mut pops) = (0, 0u64);
+    loop {
+        let done = producer.is_finished();
+        // Slower than the producer: pop only while it waits for room (or has finished).
+        if !done && fifo.metrics().backlog < fifo.capacity() {
+            std::thread::yield_now();
+            continue;
+        }
+        let Some(p) = consumer.try_pop() else {
+            if done {
+                break;
+            }
+            continue;
+        };
+        for d in p.deltas() {
+            store.apply(d);
+        }
+        drop(p);
+        pops += 1;
+        max_raw = max_raw.max(fifo.metrics().pending_raw_bytes);
+    }
+    producer.join().unwrap();
+    assert!(
+        max_raw <= PENDING_RAW_BYTES + SIZE + 200,
+        "pending keys held {max_raw} undecoded bytes (budget {PENDING_RAW_BYTES})"
+    );
+    assert!(
+        max_raw > PENDING_RAW_BYTES / 2,
+        "the budget was never used: {max_raw}"
+    );
+    assert_eq!((store.len(), pops), (KEYS as usize, KEYS));
 }
 
 #[test]

@@ -85,6 +85,18 @@ pub const DRAIN_BATCH: usize = 4096;
 /// and coalescing loses nothing (drained inputs meet the pending entries all the same).
 const POPS_PER_DRAIN: u32 = 32;
 
+/// While keys are pending, a drain takes at most this many inputs: four per pop since the last
+/// drain. Intake then runs at most four times ahead of output, so a flood of watch events right
+/// after a list cannot starve the pops of the listed keys (sync comes when they are all out), and
+/// events still meet pending entries of their keys to coalesce with.
+const DRAIN_WHILE_PENDING: usize = 4 * POPS_PER_DRAIN as usize;
+
+/// The budget of undecoded JSON bytes that pending keys may hold (16 MiB): past it the consumer
+/// takes no more input until pops bring it under, so a consumer that lags behind a stream of
+/// large objects (say 5 KB Pods) holds a few thousand of them raw, not one per key. Below it,
+/// a lagging consumer coalesces events of the same key before decoding them.
+pub const PENDING_RAW_BYTES: usize = 16 << 20;
+
 /// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
 pub const DEFAULT_CAPACITY: usize = 1024;
 
@@ -135,6 +147,9 @@ pub struct FifoMetrics {
     pub decodes_saved: u64,
     /// Raw events that were not a valid `T` (each one also reported to the producer).
     pub decode_errors: u64,
+    /// JSON bytes of the undecoded objects pending keys hold, as of the consumer's last drain or
+    /// pop; the consumer takes no more input while it is at [`PENDING_RAW_BYTES`] or more.
+    pub pending_raw_bytes: usize,
 }
 
 struct Shared<T> {
@@ -151,6 +166,9 @@ struct Shared<T> {
     decode_notify: tokio::sync::Notify,
     closed: AtomicBool,
     synced: AtomicBool,
+    /// Wakes `wait_synced` callers when `synced` turns true or the consumer goes away.
+    #[cfg(not(informer_loom))]
+    synced_notify: tokio::sync::Notify,
     drained: AtomicUsize,
     received: AtomicU64,
     coalesced: AtomicU64,
@@ -159,6 +177,7 @@ struct Shared<T> {
     decoded: AtomicU64,
     decode_errors: AtomicU64,
     depth: AtomicUsize,
+    pending_raw_bytes: AtomicUsize,
 }
 
 /// The producer handle: cheap to clone, usable from any thread, never blocks on the consumer.
@@ -225,6 +244,8 @@ impl<T: Object> DeltaFifo<T> {
             decode_notify: tokio::sync::Notify::new(),
             closed: AtomicBool::new(false),
             synced: AtomicBool::new(false),
+            #[cfg(not(informer_loom))]
+            synced_notify: tokio::sync::Notify::new(),
             drained: AtomicUsize::new(0),
             received: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
@@ -232,6 +253,7 @@ impl<T: Object> DeltaFifo<T> {
             raw_received: AtomicU64::new(0),
             decoded: AtomicU64::new(0),
             decode_errors: AtomicU64::new(0),
+            pending_raw_bytes: AtomicUsize::new(0),
             depth: AtomicUsize::new(0),
         });
         let consumer = FifoConsumer {
@@ -513,6 +535,37 @@ impl<T: Object> DeltaFifo<T> {
         self.shared.synced.load(Ordering::Acquire)
     }
 
+    /// Waits until [`has_synced`](Self::has_synced) is true (returns `true`) or the consumer is
+    /// gone (returns `false`). Cancel-safe.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.begin_relist();
+    /// fifo.end_relist();
+    /// assert!(consumer.try_pop().is_none()); // an empty first list syncs at once
+    /// assert!(fifo.wait_synced().await);
+    /// drop(consumer);
+    /// # });
+    /// ```
+    #[cfg(not(informer_loom))]
+    pub async fn wait_synced(&self) -> bool {
+        loop {
+            // Created before the checks, so a notification between them is not lost.
+            let notified = self.shared.synced_notify.notified();
+            if self.has_synced() {
+                return true;
+            }
+            // Relaxed: `closed` is set before the consumer's drop notifies, and the notification
+            // (a release/acquire pair inside `Notify`) orders it before this re-check.
+            if self.shared.closed.load(Ordering::Relaxed) {
+                return false;
+            }
+            notified.await;
+        }
+    }
+
     /// Keys pending plus raw inputs not yet drained (an upper bound while pushes run; exact when
     /// quiescent and drained).
     ///
@@ -565,6 +618,7 @@ impl<T: Object> DeltaFifo<T> {
                     + 2 * s.depth.load(Ordering::Relaxed) as u64,
             ),
             decode_errors: s.decode_errors.load(Ordering::Relaxed),
+            pending_raw_bytes: s.pending_raw_bytes.load(Ordering::Relaxed),
         }
     }
 }
@@ -696,15 +750,25 @@ impl<T> Drop for FifoConsumer<T> {
         self.shared.closed.store(true, Ordering::Relaxed);
         // A producer waiting for room would wait for ever: wake it to see `closed`.
         self.shared.inbox.room_made();
+        #[cfg(not(informer_loom))]
+        self.shared.synced_notify.notify_waiters();
     }
 }
 
 impl<T: Object> FifoConsumer<T> {
-    /// Drains up to [`DRAIN_BATCH`] raw inputs into the coalescing state; returns how many.
+    /// Drains raw inputs into the coalescing state (up to [`DRAIN_BATCH`] when nothing is pending,
+    /// else up to `DRAIN_WHILE_PENDING`, and never past [`PENDING_RAW_BYTES`]); returns how many.
     fn drain(&mut self) -> usize {
         let known = &*self.shared.known;
         let mut n = 0;
-        while n < DRAIN_BATCH {
+        let limit = if self.pending.len() == 0 {
+            DRAIN_BATCH
+        } else {
+            DRAIN_WHILE_PENDING
+        };
+        // Past the budget of undecoded bytes held pending, what the producer sends stays in the
+        // inbox (and the async producer waits): see "Back-pressure".
+        while n < limit && self.pending.raw_bytes() < PENDING_RAW_BYTES {
             let Some(input) = self.shared.inbox.try_pop(Input::weight) else {
                 break;
             };
@@ -757,10 +821,14 @@ impl<T: Object> FifoConsumer<T> {
         s.raw_received
             .store(p.counters.raw_received, Ordering::Relaxed);
         s.depth.store(p.len(), Ordering::Relaxed);
-        if p.synced() {
-            // Release: everything this consumer did before (store writes while processing the first
-            // list) happens-before a `has_synced` Acquire load that reads `true`.
+        s.pending_raw_bytes.store(p.raw_bytes(), Ordering::Relaxed);
+        // Release: everything this consumer did before (store writes while processing the first
+        // list) happens-before a `has_synced` Acquire load that reads `true`. Relaxed load: this
+        // consumer is the only writer.
+        if p.synced() && !s.synced.load(Ordering::Relaxed) {
             s.synced.store(true, Ordering::Release);
+            #[cfg(not(informer_loom))]
+            s.synced_notify.notify_waiters();
         }
     }
 

@@ -8,6 +8,8 @@
 //! - an entry holds one change, or a deletion followed by `Added(y)` (a re-create with a new uid);
 //!   the second slot is always `Added`;
 //! - `initial_outstanding` counts entries with `initial == true`;
+//! - `raw_bytes` counts the JSON bytes of the raw objects the entries hold (a tombstone's last known
+//!   state included);
 //! - a watch event's object stays raw JSON ([`Held::Raw`]) while it is pending: it is decoded when
 //!   its key is handed out, so an event replaced by a newer one is never decoded.
 
@@ -67,6 +69,14 @@ impl<T: Object> Held<T> {
     /// 1 for a raw object, else 0.
     fn raw(&self) -> u64 {
         matches!(self, Held::Raw(_)) as u64
+    }
+
+    /// The JSON bytes of a raw object, else 0.
+    fn raw_bytes(&self) -> usize {
+        match self {
+            Held::Raw(r) => r.json().len(),
+            Held::Decoded(_) => 0,
+        }
     }
 }
 
@@ -156,7 +166,11 @@ pub(super) struct Entry<T> {
     pub(super) initial: bool,
 }
 
-impl<T> Entry<T> {
+impl<T: Object> Entry<T> {
+    /// Bytes of the raw objects this entry holds.
+    fn raw_bytes(&self) -> usize {
+        self.first.held().raw_bytes() + self.second.as_ref().map_or(0, |c| c.held().raw_bytes())
+    }
     fn last(&self) -> &Change<T> {
         self.second.as_ref().unwrap_or(&self.first)
     }
@@ -184,6 +198,10 @@ pub(super) struct Pending<T> {
     pub(super) first_list_done: bool,
     pub(super) initial_outstanding: usize,
     pub(super) counters: Counters,
+    /// JSON bytes of the raw objects held by the entries of `map` (invariants above): the
+    /// consumer's drain is bounded by it, so past the budget undecoded objects wait in the inbox,
+    /// then in the socket, not here.
+    raw_bytes: usize,
     /// Scratch space for computing keys without allocating.
     key_buf: String,
 }
@@ -211,6 +229,7 @@ impl<T: Object> Pending<T> {
             first_list_done: false,
             initial_outstanding: 0,
             counters: Counters::default(),
+            raw_bytes: 0,
             key_buf: String::new(),
         }
     }
@@ -220,11 +239,17 @@ impl<T: Object> Pending<T> {
         self.map.len()
     }
 
+    /// JSON bytes of the raw (undecoded) objects the pending entries hold.
+    pub(super) fn raw_bytes(&self) -> usize {
+        self.raw_bytes
+    }
+
     /// Takes the entry of the key that became pending first.
     pub(super) fn pop_front(&mut self) -> Option<(Arc<str>, Entry<T>)> {
         while let Some((seq, key)) = self.order.pop_front() {
             if self.map.get(&key).is_some_and(|e| e.seq == seq) {
                 let entry = self.map.remove(&key)?;
+                self.raw_bytes -= entry.raw_bytes();
                 return Some((key, entry));
             }
         }
@@ -235,6 +260,7 @@ impl<T: Object> Pending<T> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.order.push_back((seq, key.clone()));
+        self.raw_bytes += change.held().raw_bytes();
         self.map.insert(
             key,
             Entry {
@@ -253,6 +279,7 @@ impl<T: Object> Pending<T> {
 
     fn remove_entry(&mut self, key: &str) {
         if let Some(e) = self.map.remove(key) {
+            self.raw_bytes -= e.raw_bytes();
             if e.initial {
                 self.initial_outstanding -= 1;
             }
@@ -299,6 +326,20 @@ impl<T: Object> Pending<T> {
             return;
         };
         self.counters.coalesced += 1;
+        let raw_before = entry.raw_bytes();
+        self.coalesce_entry(key, e, known);
+        // The entry may be gone (an Added and a Deleted cancelled out): then `remove_entry`
+        // has taken off what it held.
+        if let Some(entry) = self.map.get(key) {
+            self.raw_bytes = self.raw_bytes + entry.raw_bytes() - raw_before;
+        }
+    }
+
+    /// The table of `coalesce`, for a key that has an entry.
+    fn coalesce_entry(&mut self, key: &str, e: Change<T>, known: &dyn KnownObjects<T>) {
+        let Some(entry) = self.map.get_mut(key) else {
+            return;
+        };
         let two = entry.second.is_some();
         match (entry.last_mut(), e) {
             (last @ Change::Added(_), Change::Added(y) | Change::Modified(y)) => {

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::meta::null_as_default;
+use super::meta::{exact_vec, null_as_default};
 use super::{ApiResource, Object, ObjectMeta, Resource};
 
 /// Implements [`Object`] and [`Resource`] for a typed kind with a `metadata` field.
@@ -67,7 +67,7 @@ pub struct PodSpec {
     pub subdomain: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "exact_vec")]
     pub containers: Vec<Container>,
     #[serde(
         default,
@@ -87,7 +87,7 @@ pub struct Container {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub ports: Vec<ContainerPort>,
 }
@@ -115,13 +115,13 @@ pub struct PodStatus {
         default,
         skip_serializing_if = "Vec::is_empty",
         rename = "podIPs",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub pod_ips: Vec<PodIp>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub conditions: Vec<Condition>,
 }
@@ -173,7 +173,7 @@ pub struct ServiceSpec {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub ports: Vec<ServicePort>,
     /// `None` for a selector-less Service (endpoints managed by hand).
@@ -185,7 +185,7 @@ pub struct ServiceSpec {
         default,
         skip_serializing_if = "Vec::is_empty",
         rename = "clusterIPs",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub cluster_ips: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
@@ -227,7 +227,7 @@ pub struct Endpoints {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub subsets: Vec<EndpointSubset>,
 }
@@ -239,19 +239,19 @@ pub struct EndpointSubset {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub addresses: Vec<EndpointAddress>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub not_ready_addresses: Vec<EndpointAddress>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub ports: Vec<EndpointPort>,
 }
@@ -319,12 +319,12 @@ pub struct EndpointSlice {
     /// `IPv4`, `IPv6` or `FQDN`.
     #[serde(default)]
     pub address_type: String,
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "exact_vec")]
     pub endpoints: Vec<Endpoint>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub ports: Vec<EndpointPort>,
 }
@@ -340,7 +340,7 @@ kind!(
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoint {
-    #[serde(default, deserialize_with = "null_as_default")]
+    #[serde(default, deserialize_with = "exact_vec")]
     pub addresses: Vec<String>,
     #[serde(default)]
     pub conditions: EndpointConditions,
@@ -382,13 +382,13 @@ pub struct EndpointHints {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub for_zones: Vec<ForName>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub for_nodes: Vec<ForName>,
 }
@@ -484,13 +484,13 @@ pub struct NodeStatus {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub addresses: Vec<NodeAddress>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub conditions: Vec<Condition>,
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::meta::null_as_default;
+use super::meta::exact_vec;
 
 /// A `Status` (kind `Status`, apiVersion `v1`), as the apiserver returns for failures.
 ///
@@ -73,7 +73,7 @@ pub struct StatusDetails {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "null_as_default"
+        deserialize_with = "exact_vec"
     )]
     pub causes: Vec<StatusCause>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
