@@ -333,8 +333,8 @@ pub(crate) fn instance_metadata(pod: &PartialObjectMetadata) -> InstanceMetadata
                 .collect()
         });
     InstanceMetadata {
-        labels: pod.metadata.labels.clone(),
-        annotations,
+        labels: pod.metadata.labels.clone().into(),
+        annotations: annotations.into(),
         dubbo,
     }
 }

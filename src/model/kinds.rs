@@ -5,7 +5,7 @@
 //! not name are skipped while decoding (never an error); use [`DynamicObject`](crate::DynamicObject)
 //! when every field must survive a round trip.
 
-use std::collections::BTreeMap;
+use super::StringMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +31,7 @@ macro_rules! kind {
     };
 }
 
-type Labels = BTreeMap<String, String>;
+type Labels = StringMap;
 
 // ---------------------------------------------------------------------------------------------------
 // Pod
@@ -419,14 +419,14 @@ pub struct ConfigMap {
         skip_serializing_if = "Labels::is_empty",
         deserialize_with = "null_as_default"
     )]
-    pub data: BTreeMap<String, String>,
+    pub data: StringMap,
     /// Base64 values, kept as sent.
     #[serde(
         default,
         skip_serializing_if = "Labels::is_empty",
         deserialize_with = "null_as_default"
     )]
-    pub binary_data: BTreeMap<String, String>,
+    pub binary_data: StringMap,
 }
 kind!(ConfigMap, "", "v1", "configmaps", true);
 

@@ -4,7 +4,7 @@
 //! optional on the wire and defaults to empty here, so a partial object (a BOOKMARK, a Table row, an
 //! object from a newer server) always decodes. Unknown fields are ignored.
 
-use std::collections::BTreeMap;
+use super::StringMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -65,16 +65,16 @@ pub struct ObjectMeta {
     pub deletion_grace_period_seconds: Option<i64>,
     #[serde(
         default,
-        skip_serializing_if = "BTreeMap::is_empty",
+        skip_serializing_if = "StringMap::is_empty",
         deserialize_with = "null_as_default"
     )]
-    pub labels: BTreeMap<String, String>,
+    pub labels: StringMap,
     #[serde(
         default,
-        skip_serializing_if = "BTreeMap::is_empty",
+        skip_serializing_if = "StringMap::is_empty",
         deserialize_with = "null_as_default"
     )]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: StringMap,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",

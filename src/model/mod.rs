@@ -9,9 +9,11 @@ mod kinds;
 pub(crate) mod meta;
 mod resource;
 mod status;
+mod string_map;
 
 pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use kinds::*;
 pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
 pub use resource::{ApiResource, Object, Resource};
 pub use status::{Status, StatusCause, StatusDetails};
+pub use string_map::StringMap;

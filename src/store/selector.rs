@@ -3,7 +3,7 @@
 //! Semantics follow `k8s.io/apimachinery/pkg/labels`: requirements are ANDed; `!=` and `notin` also
 //! match objects that do not carry the label; the empty selector matches everything.
 
-use std::collections::BTreeMap;
+use crate::model::StringMap;
 use std::fmt;
 
 /// One requirement of a [`LabelSelector`].
@@ -32,7 +32,7 @@ impl Requirement {
     /// assert!(Requirement::Exists("app".into()).matches(&labels));
     /// assert!(Requirement::NotEquals("tier".into(), "db".into()).matches(&labels));
     /// ```
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &StringMap) -> bool {
         match self {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
@@ -102,7 +102,7 @@ impl LabelSelector {
     /// let sel: informer::store::LabelSelector = "tier notin (db)".parse().unwrap();
     /// assert!(sel.matches(&Default::default()));
     /// ```
-    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+    pub fn matches(&self, labels: &StringMap) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 }
@@ -214,7 +214,7 @@ fn parse_requirement(r: &str) -> Result<Requirement, SelectorParseError> {
 mod tests {
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    fn labels(pairs: &[(&str, &str)]) -> StringMap {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
