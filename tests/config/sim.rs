@@ -2,9 +2,7 @@
 //! own kubeconfig (CA data + token), a client certificate it issued, an exec plugin handing out
 //! its token, and a wrong token (401).
 
-mod config_support;
-
-use config_support::{TempDir, b64};
+use crate::support::config::{TempDir, b64};
 use informer::config::{Kubeconfig, KubeconfigOptions};
 use informer::sim::Simulator;
 use informer::{Api, Client, Config, ListParams, Pod};

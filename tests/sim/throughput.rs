@@ -3,7 +3,7 @@
 //! figures:
 //!
 //! ```text
-//! cargo test --release --test sim_throughput -- --ignored --nocapture
+//! cargo test --release --test sim throughput -- --ignored --nocapture
 //! ```
 
 use std::time::Instant;

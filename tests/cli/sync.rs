@@ -3,12 +3,10 @@
 //! state, also when a `continue` token expires mid-list and the reflector lists again in full; and
 //! `--until-synced` prints exactly the initial list and `SYNCED`.
 
-mod common;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Body, RawServer, Reply};
+use crate::support::raw_server::{Body, RawServer, Reply};
 use serde_json::Value;
 use tokio::process::Command;
 

@@ -1,8 +1,6 @@
 //! The frame decoder and event decoder on real apiserver bytes, cut in every possible way.
 
-mod common;
-
-use common::{capture, fixture};
+use crate::support::raw_server::{capture, fixture};
 use informer::frame::FrameDecoder;
 use informer::watch::{EventDecoder, WatchEvent, decode_event};
 use informer::{DynamicObject, EndpointSlice, Endpoints, Error, Pod};

@@ -1,8 +1,6 @@
 //! The client over real loopback HTTP against a raw server that replays real apiserver bytes.
 
-mod common;
-
-use common::{Body, RawServer, Reply, capture};
+use crate::support::raw_server::{Body, RawServer, Reply, capture};
 use informer::watch::WatchEvent;
 use informer::{Api, DynamicObject, Endpoints, Error, ListParams, WatchParams};
 use std::time::Duration;

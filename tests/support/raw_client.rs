@@ -1,5 +1,5 @@
 //! Shared helpers for the simulator tests: a raw HTTP/1.1 client over `TcpStream`, so status
-//! lines, headers and chunk framing are visible byte for byte. Included with `#[path]`.
+//! lines, headers and chunk framing are visible byte for byte.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;

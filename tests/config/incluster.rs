@@ -2,13 +2,11 @@
 //! URL building (IPv6 too), namespace, CA, errors naming the missing piece, and token rotation
 //! picked up by the re-read interval or after a 401.
 
-mod config_support;
-
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use config_support::{Certs, ServerState, TempDir, start_server};
+use crate::support::config::{Certs, ServerState, TempDir, start_server};
 use hyper::Method;
 use informer::config::{InClusterOptions, TokenFile, TokenProvider};
 use informer::{Auth, Client, Config, Error};

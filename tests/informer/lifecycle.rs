@@ -1,14 +1,11 @@
 //! The informer against the simulator over real HTTP: sync, live changes, handlers (late, slow,
 //! panicking, removed), relists, and a seeded fault-convergence run of 200+ scenarios.
 
-#[path = "support/convergence.rs"]
-mod convergence;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use convergence::{
+use crate::support::convergence::{
     ForwardTo, Mirror, client, cm, eventually, options, scenario, server_state, store_state,
 };
 use informer::reflector::ReflectorOptions;

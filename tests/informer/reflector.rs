@@ -1,13 +1,12 @@
 //! The reflector's request sequence against a scripted server (client-go's vectors T1-T3 adapted),
 //! over real loopback HTTP.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Body, RawServer, Reply};
+use crate::support::raw_server::{RawServer, Reply};
+use crate::support::scripted::{event, list, query, status, stream};
 use informer::reflector::{BackoffOptions, Reflector, ReflectorOptions};
 use informer::store::Store;
 use informer::{Api, ConfigMap, DeltaFifo};
@@ -21,61 +20,6 @@ fn options() -> ReflectorOptions {
         },
         ..Default::default()
     }
-}
-
-fn status(code: u16, reason: &str, message: &str) -> Vec<u8> {
-    format!(
-        r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"{message}","reason":"{reason}","code":{code}}}"#
-    )
-    .into_bytes()
-}
-
-fn list(rv: &str, names: &[&str]) -> Reply {
-    let items: Vec<String> = names
-        .iter()
-        .map(|n| {
-            format!(r#"{{"metadata":{{"name":"{n}","namespace":"a","resourceVersion":"{rv}"}}}}"#)
-        })
-        .collect();
-    Reply::json(
-        200,
-        format!(
-            r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}"}},"items":[{}]}}"#,
-            items.join(",")
-        )
-        .as_bytes(),
-    )
-}
-
-fn stream(events: &[String]) -> Reply {
-    Reply {
-        head: vec![
-            "HTTP/1.1 200 OK".into(),
-            "Content-Type: application/json".into(),
-        ],
-        body: Body::Chunks(
-            events
-                .iter()
-                .map(|e| format!("{e}\n").into_bytes())
-                .collect(),
-        ),
-    }
-}
-
-fn event(ty: &str, name: &str, rv: &str) -> String {
-    format!(
-        r#"{{"type":"{ty}","object":{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}}}"#
-    )
-}
-
-/// The query of a request line, as sorted `key=value` pairs, without the random timeouts.
-fn query(line: &str) -> String {
-    let target = line.split(' ').nth(1).unwrap_or("");
-    let q = target.split_once('?').map(|(_, q)| q).unwrap_or("");
-    q.split('&')
-        .filter(|kv| !kv.starts_with("timeoutSeconds="))
-        .collect::<Vec<_>>()
-        .join("&")
 }
 
 /// Runs a reflector against `server` until `n` requests were seen; returns their queries.
@@ -121,7 +65,7 @@ async fn t1_streaming_list_refused_falls_back_to_list_then_watch() {
         if line.contains("sendInitialEvents=true") {
             Reply::json(
                 422,
-                &status(
+                status(
                     422,
                     "Invalid",
                     "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch",
@@ -188,13 +132,13 @@ async fn expired_watch_relists_from_the_last_version_then_from_scratch() {
         let mut step = s.lock().unwrap();
         *step += 1;
         match *step {
-            1 => Reply::json(422, &status(422, "Invalid", "no streaming lists")),
+            1 => Reply::json(422, status(422, "Invalid", "no streaming lists")),
             2 => list("10", &["c1"]),
             3 => stream(&[
                 event("MODIFIED", "c1", "11"),
                 r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 11 (20)","reason":"Expired","code":410}}"#.into(),
             ]),
-            4 => Reply::json(410, &status(410, "Expired", "The resourceVersion for the provided list is too old.")),
+            4 => Reply::json(410, status(410, "Expired", "The resourceVersion for the provided list is too old.")),
             _ if line.contains("watch=true") => stream(&[]),
             _ => list("30", &["c2"]),
         }
@@ -226,9 +170,9 @@ async fn too_many_requests_retries_the_watch_without_relisting() {
         let mut step = s.lock().unwrap();
         *step += 1;
         match *step {
-            1 => Reply::json(422, &status(422, "Invalid", "no streaming lists")),
+            1 => Reply::json(422, status(422, "Invalid", "no streaming lists")),
             2 => list("10", &["c1"]),
-            3 => Reply::json(429, &status(429, "TooManyRequests", "slow down"))
+            3 => Reply::json(429, status(429, "TooManyRequests", "slow down"))
                 .with_header("Retry-After: 0"),
             _ => stream(&[event("MODIFIED", "c1", "12")]),
         }
@@ -253,7 +197,7 @@ async fn a_watch_event_that_does_not_decode_relists_and_the_store_converges() {
         let mut step = s.lock().unwrap();
         *step += 1;
         match *step {
-            1 => Reply::json(422, &status(422, "Invalid", "no streaming lists")),
+            1 => Reply::json(422, status(422, "Invalid", "no streaming lists")),
             2 => list("10", &["c1"]),
             3 => stream(&[
                 r#"{"type":"MODIFIED","object":{"metadata":{"name":"c1","namespace":"a","resourceVersion":"11"},"data":5}}"#.into(),

@@ -2,9 +2,7 @@
 //! checked as client-go checks them and percent-encoded, namespaces checked as DNS-1123 labels,
 //! and what is refused is never sent. Checked against a raw server that records request lines.
 
-mod common;
-
-use common::{RawServer, Reply};
+use crate::support::raw_server::{RawServer, Reply};
 use informer::{Api, ConfigMap, Error, ListParams, WatchParams};
 
 fn configmap_reply(_line: &str) -> Reply {

@@ -90,7 +90,7 @@ impl Real {
 /// Skips the test (returns) when no real server is configured.
 macro_rules! real_or_skip {
     ($name:expr) => {
-        match support::Real::from_env($name) {
+        match crate::support::real_apiserver::Real::from_env($name) {
             Some(r) => r,
             None => return,
         }

@@ -3,12 +3,10 @@
 //! client-certificate and bearer authentication work, a wrong token is a 401, and `proxy-url`
 //! tunnels through an HTTP CONNECT proxy.
 
-mod config_support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use config_support::{Certs, ServerState, b64, start_server};
+use crate::support::config::{Certs, ServerState, b64, start_server};
 use hyper::Method;
 use informer::config::Kubeconfig;
 use informer::{Client, Config, Error};

@@ -3,12 +3,10 @@
 //! Also: merging of several files, relative paths, key formats, errors that name the field, and
 //! secrets absent from `Debug` output.
 
-mod config_support;
-
 use std::path::Path;
 use std::process::Command;
 
-use config_support::{Certs, TempDir, b64};
+use crate::support::config::{Certs, TempDir, b64};
 use informer::config::{Kubeconfig, KubeconfigOptions};
 use informer::{Auth, Config, Error};
 use rustls::pki_types::CertificateDer;

@@ -1,10 +1,8 @@
 //! Loading the real kube-apiserver's kubeconfig and credentials (shared/real-apiserver): bearer
 //! token, client certificate, and an exec plugin. Skipped unless `REAL_APISERVER_KUBECONFIG` is
-//! set; run with `eval "$(shared/real-apiserver/start)"; cargo test --test config_real_apiserver`.
+//! set; run with `eval "$(shared/real-apiserver/start)"; cargo test --test config real_apiserver`.
 
-mod config_support;
-
-use config_support::{TempDir, b64};
+use crate::support::config::{TempDir, b64};
 use hyper::Method;
 use informer::config::{Kubeconfig, KubeconfigOptions};
 use informer::{Client, Config};

@@ -105,13 +105,13 @@ impl Reply {
         }
     }
 
-    pub fn json(status: u16, body: &[u8]) -> Reply {
+    pub fn json(status: u16, body: impl AsRef<[u8]>) -> Reply {
         Reply {
             head: vec![
                 format!("HTTP/1.1 {status} {}", reason(status)),
                 "Content-Type: application/json".into(),
             ],
-            body: Body::Fixed(body.to_vec()),
+            body: Body::Fixed(body.as_ref().to_vec()),
         }
     }
 

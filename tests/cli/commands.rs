@@ -7,8 +7,6 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-mod common;
-
 use informer::ApiResource;
 use informer::sim::Simulator;
 use informer::sim::churn::{Churn, ChurnConfig};
@@ -1146,7 +1144,10 @@ async fn server_text_reaches_the_terminal_escaped() {
     let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
         "message": nasty, "reason": "BadRequest", "code": 400});
     let body = serde_json::to_vec(&status).unwrap();
-    let server = common::RawServer::start(move |_| common::Reply::json(400, &body)).await;
+    let server = crate::support::raw_server::RawServer::start(move |_| {
+        crate::support::raw_server::Reply::json(400, &body)
+    })
+    .await;
     let r = kwatch(&["--server", &server.url, "get", "pods"]).await;
     assert_eq!(r.code(), 1, "{}", r.stderr);
     assert!(

@@ -1,16 +1,13 @@
 //! The churn generator: controller-like invariants after every step, determinism from the seed,
 //! and background running observed through a real watch.
 
-#[path = "sim_util.rs"]
-mod util;
-
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::support::raw_client::{Conn, T};
 use informer::sim::Simulator;
 use informer::sim::churn::{Action, Churn, ChurnConfig};
 use serde_json::Value;
 use tokio::time::timeout;
-use util::{Conn, T};
 
 fn items(v: &Value) -> Vec<Value> {
     v["items"].as_array().unwrap().clone()

@@ -1,15 +1,12 @@
 //! The simulator's wire protocol, checked over real loopback HTTP with a raw client: status
 //! codes, headers, bodies, and the order and resourceVersions of watch events (spec §2, X1–X17).
 
-#[path = "sim_util.rs"]
-mod util;
-
 use std::time::Duration;
 
+use crate::support::raw_client::{Conn, T, ev, get_json, pod, send_json};
 use informer::sim::Simulator;
 use serde_json::{Value, json};
 use tokio::time::timeout;
-use util::{Conn, T, ev, get_json, pod, send_json};
 
 const EP: &str = "/api/v1/namespaces/default/endpoints";
 

@@ -5,13 +5,11 @@
 //! Scripts run as `bash SCRIPT` rather than being executed directly: executing a file just written
 //! while another test thread forks can fail with ETXTBSY.
 
-mod config_support;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use config_support::{Certs, ServerState, TempDir, b64, start_server};
+use crate::support::config::{Certs, ServerState, TempDir, b64, start_server};
 use hyper::Method;
 use informer::config::{Kubeconfig, TokenProvider};
 use informer::{Auth, Client, Config, Error};

@@ -1,14 +1,11 @@
 //! Every fault of `Simulator::faults()`, observed from a raw loopback client.
 
-#[path = "sim_util.rs"]
-mod util;
-
 use std::time::{Duration, Instant};
 
+use crate::support::raw_client::{Conn, T, ev, get_json, pod};
 use informer::sim::Simulator;
 use serde_json::json;
 use tokio::time::timeout;
-use util::{Conn, T, ev, get_json, pod};
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
 

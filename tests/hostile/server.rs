@@ -5,13 +5,12 @@
 //! The tests that measure delays run on a paused tokio clock: the server stamps each request with
 //! the (virtual) time it arrived, so backoff is measured, never slept through.
 
-mod common;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Body, RawServer, Reply};
+use crate::support::raw_server::{Body, RawServer, Reply};
+use crate::support::scripted::{error_event, event, list, list_body, query, status, stream};
 use informer::fifo::Delta;
 use informer::reflector::{
     BackoffOptions, ErrorCallback, Health, ListSummary, Reflector, ReflectorOptions,
@@ -19,57 +18,6 @@ use informer::reflector::{
 use informer::store::Store;
 use informer::{Api, ConfigMap, DeltaFifo, Error};
 use tokio::time::Instant;
-
-fn status(code: u16, reason: &str, message: &str) -> String {
-    format!(
-        r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"{message}","reason":"{reason}","code":{code}}}"#
-    )
-}
-
-fn list_body(rv: &str, names: &[&str], token: &str) -> String {
-    let items: Vec<String> = names
-        .iter()
-        .map(|n| {
-            format!(r#"{{"metadata":{{"name":"{n}","namespace":"a","resourceVersion":"{rv}"}}}}"#)
-        })
-        .collect();
-    format!(
-        r#"{{"kind":"ConfigMapList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}","continue":"{token}"}},"items":[{}]}}"#,
-        items.join(",")
-    )
-}
-
-fn list(rv: &str, names: &[&str]) -> Reply {
-    Reply::json(200, list_body(rv, names, "").as_bytes())
-}
-
-fn stream(events: &[String]) -> Reply {
-    Reply {
-        head: vec![
-            "HTTP/1.1 200 OK".into(),
-            "Content-Type: application/json".into(),
-        ],
-        body: Body::Chunks(
-            events
-                .iter()
-                .map(|e| format!("{e}\n").into_bytes())
-                .collect(),
-        ),
-    }
-}
-
-fn event(ty: &str, name: &str, rv: &str) -> String {
-    format!(
-        r#"{{"type":"{ty}","object":{{"metadata":{{"name":"{name}","namespace":"a","resourceVersion":"{rv}"}}}}}}"#
-    )
-}
-
-fn error_event(code: u16, reason: &str) -> String {
-    format!(
-        r#"{{"type":"ERROR","object":{}}}"#,
-        status(code, reason, "in-stream error")
-    )
-}
 
 fn no_streaming_lists() -> Reply {
     Reply::json(422, status(422, "Invalid", "no streaming lists").as_bytes())
@@ -83,16 +31,6 @@ fn html(code: u16) -> Reply {
         ],
         body: Body::Fixed(b"<html><body><h1>502 Bad Gateway</h1></body></html>".to_vec()),
     }
-}
-
-/// The query of a request line, as sorted `key=value` pairs, without the random timeouts.
-fn query(line: &str) -> String {
-    let target = line.split(' ').nth(1).unwrap_or("");
-    let q = target.split_once('?').map(|(_, q)| q).unwrap_or("");
-    q.split('&')
-        .filter(|kv| !kv.starts_with("timeoutSeconds="))
-        .collect::<Vec<_>>()
-        .join("&")
 }
 
 /// Every failure the reflector reported, as messages.
