@@ -577,7 +577,7 @@ fn a_stalled_consumer_holds_the_producer_and_memory_stays_o_keys() {
         let m = fifo.metrics();
         max_depth = max_depth.max(m.depth);
         max_backlog = max_backlog.max(m.backlog);
-        if pops % 4 == 0 {
+        if pops.is_multiple_of(4) {
             // A consumer slower than the producer: yield so the backlog builds up behind it.
             std::thread::yield_now();
         }
