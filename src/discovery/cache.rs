@@ -95,8 +95,18 @@ struct Watch {
     pods: Option<Informer<PartialObjectMetadata>>,
     /// Set once every informer synced, just before the first full computation: from then on
     /// handlers recompute.
+    ///
+    /// Ordering (`SeqCst` at every use): a handler writes its store, then loads this flag; the
+    /// computation stores the flag, then reads the stores. Either the handler sees the flag (and
+    /// recomputes) or the computation sees the handler's write; no event falls between. The
+    /// stores' own locks already give that (a handler's unlock and the computation's lock are
+    /// ordered one way or the other), so Release/Acquire would do; `SeqCst` makes the argument
+    /// hold without leaning on the locks, and costs nothing here (once per namespace, and one
+    /// load per event).
     computing: AtomicBool,
-    /// Set after the first full computation.
+    /// Set after the first full computation. `SeqCst`, like `computing`: a waiter loads it after
+    /// registering with `computed_notify`, the computation stores it before notifying; Release/
+    /// Acquire would do, `SeqCst` keeps the pairing obvious (not on a hot path).
     computed: AtomicBool,
     computed_notify: Notify,
 }
@@ -255,6 +265,7 @@ impl Cache {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert_unique(hash, cell.clone(), |c| c.hash);
+        // SeqCst: see `Watch::computing`.
         if watch.computing.load(Ordering::SeqCst) {
             self.recompute_locked(&entry, &mut inner, &watch);
         }
@@ -333,10 +344,12 @@ impl Cache {
         let watch = self.watch(namespace);
         loop {
             let notified = watch.computed_notify.notified();
+            // SeqCst: see `Watch::computed`.
             if watch.computed.load(Ordering::SeqCst) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                // SeqCst: see `Watch::computed`.
                 return watch.computed.load(Ordering::SeqCst);
             }
         }
@@ -349,6 +362,7 @@ impl Cache {
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
                 .len(),
+            // Relaxed: counters read for display; they publish no other memory.
             recomputes: self.recomputes.load(Ordering::Relaxed),
             published: self.published.load(Ordering::Relaxed),
             apiserver_reads: self.apiserver_reads.load(Ordering::Relaxed),
@@ -407,6 +421,7 @@ impl Cache {
             let Some(cache) = me.upgrade() else { return };
             // Before the full computation: events handled from now on recompute themselves, and
             // the ones handled before are already in the stores the computation reads.
+            // SeqCst: see `Watch::computing`.
             w.computing.store(true, Ordering::SeqCst);
             let entries: Vec<Arc<ServiceEntry>> = {
                 let services = cache
@@ -422,6 +437,7 @@ impl Cache {
             for e in entries {
                 cache.recompute(&e);
             }
+            // SeqCst: see `Watch::computed`.
             w.computed.store(true, Ordering::SeqCst);
             w.computed_notify.notify_waiters();
         });
@@ -543,6 +559,7 @@ impl Cache {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             if present {
+                // Relaxed: only a unique, increasing number is needed (compared under `slice_seq`'s lock).
                 seqs.insert(key, self.next_seq.fetch_add(1, Ordering::Relaxed));
             } else {
                 seqs.remove(&key);
@@ -586,6 +603,7 @@ impl Cache {
 
     fn recompute(&self, entry: &ServiceEntry) {
         let watch = self.watch(&entry.namespace);
+        // SeqCst: see `Watch::computing`.
         if !watch.computing.load(Ordering::SeqCst) {
             return;
         }
@@ -597,6 +615,7 @@ impl Cache {
     /// content changed, all with one new revision. Runs under the Service's lock, so revisions are
     /// published in the order they were computed.
     fn recompute_locked(&self, entry: &ServiceEntry, inner: &mut ServiceInner, watch: &Watch) {
+        // Relaxed: a counter read for display; it publishes no other memory.
         self.recomputes.fetch_add(1, Ordering::Relaxed);
         let (ns, name) = (entry.namespace.as_str(), entry.name.as_str());
         let service = watch.services.as_ref().map(|i| i.store().get(ns, name));
@@ -640,8 +659,11 @@ impl Cache {
         for (cell, mut snap) in updates {
             snap.revision = inner.revision;
             cell.tx.send_replace(Arc::new(snap));
+            // Relaxed: a counter read for display; it publishes no other memory.
             self.published.fetch_add(1, Ordering::Relaxed);
         }
+        // Relaxed: a hint for the saver, which reads the cells through their channels; a late flag
+        // only delays a save by one interval.
         self.dirty.store(true, Ordering::Relaxed);
     }
 
