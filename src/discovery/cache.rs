@@ -21,7 +21,7 @@ use super::{
     WatchScope, persist,
 };
 use crate::client::Client;
-use crate::informer::{HandlerFns, Informer, InformerFactory};
+use crate::informer::{HandlerFns, HandlerId, Informer, InformerFactory};
 use crate::model::{
     EndpointSlice, Endpoints, Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service,
 };
@@ -89,6 +89,13 @@ impl ServiceEntry {
 
 /// The informers of one namespace (or of the cluster) and their sync progress.
 struct Watch {
+    /// Creation order among watches: eviction forgets the oldest first.
+    created: u64,
+    /// Set when the namespace was forgotten (past `max_watched_namespaces`): its first
+    /// computation never comes.
+    evicted: AtomicBool,
+    /// Removes this cache's handlers from the informers (run on eviction).
+    unregister: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     slices: Option<Informer<EndpointSlice>>,
     endpoints: Option<Informer<Endpoints>>,
     services: Option<Informer<Service>>,
@@ -112,6 +119,17 @@ struct Watch {
 }
 
 impl Watch {
+    /// Removes handler `id` from `inf` when this namespace is evicted.
+    fn on_evict<T: Object + Clone>(&self, inf: &Informer<T>, id: HandlerId) {
+        let inf = inf.clone();
+        self.unregister
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Box::new(move || {
+                inf.remove_handler(id);
+            }));
+    }
+
     fn has_synced(&self) -> bool {
         self.slices.as_ref().is_none_or(|i| i.has_synced())
             && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
@@ -123,6 +141,9 @@ impl Watch {
 pub(crate) struct Cache {
     pub(crate) client: Client,
     factory: Arc<InformerFactory>,
+    /// Nobody else holds the factory (`Discovery::new`): evicting a namespace also makes the
+    /// factory forget, and so stop, its informers.
+    owns_factory: bool,
     pub(crate) options: DiscoveryOptions,
     runtime: tokio::runtime::Handle,
     me: Weak<Cache>,
@@ -159,9 +180,12 @@ impl Cache {
             .as_deref()
             .map(persist::load)
             .unwrap_or_default();
+        // A count of one: only this cache can reach the factory (nobody can ask it for informers).
+        let owns_factory = Arc::strong_count(&factory) == 1;
         let cache = Arc::new_cyclic(|me| Cache {
             client,
             factory,
+            owns_factory,
             fetches: Fetches::new(options.max_concurrent_fetches),
             options,
             runtime,
@@ -332,6 +356,65 @@ impl Cache {
         }
     }
 
+    /// Namespaces with a Service somebody subscribed to.
+    fn subscribed_namespaces(&self) -> HashSet<String> {
+        let entries: Vec<Arc<ServiceEntry>> = self
+            .services
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        entries
+            .iter()
+            .filter(|e| e.has_subscribers())
+            .map(|e| e.namespace.clone())
+            .collect()
+    }
+
+    /// Forgets an evicted namespace: its handlers, its Services (their subscriptions end), their
+    /// cells and Pod references, its slice sequence numbers, and (when this cache owns the
+    /// factory) its informers. Asking about the namespace again starts over.
+    fn forget_namespace(&self, namespace: &str, watch: &Watch) {
+        // Relaxed: a stop flag for the watch's first-computation task; nothing else is read
+        // through it.
+        watch.evicted.store(true, Ordering::Relaxed);
+        let unregister = std::mem::take(
+            &mut *watch
+                .unregister
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for remove in unregister {
+            remove();
+        }
+        let entries: Vec<Arc<ServiceEntry>> = {
+            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<ServiceKey> = services
+                .keys()
+                .filter(|(ns, _)| ns == namespace)
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| services.remove(k)).collect()
+        };
+        for entry in entries {
+            let mut inner = entry.state.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.evicted = true;
+            let cells = std::mem::take(&mut inner.cells);
+            self.forget_cells(&cells);
+            let pods = std::mem::take(&mut inner.pods);
+            self.update_pod_refs(&entry.namespace, &entry.name, &pods, &BTreeSet::new());
+        }
+        let prefix = format!("{namespace}/");
+        self.slice_seq
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| !key.starts_with(&prefix));
+        if self.owns_factory {
+            self.factory.forget_namespace(namespace);
+        }
+    }
+
     pub(crate) fn has_synced(&self, namespace: &str) -> bool {
         self.watch(namespace).has_synced()
     }
@@ -362,6 +445,11 @@ impl Cache {
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
                 .len(),
+            watched_namespaces: self
+                .watches
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len(),
             // Relaxed: counters read for display; they publish no other memory.
             recomputes: self.recomputes.load(Ordering::Relaxed),
             published: self.published.load(Ordering::Relaxed),
@@ -390,9 +478,21 @@ impl Cache {
         }
     }
 
-    /// The informers serving `namespace`, created, wired and started on first use.
+    /// The informers serving `namespace`, created, wired and started on first use; creating one
+    /// past [`max_watched_namespaces`](super::DiscoveryOptions::max_watched_namespaces) forgets the
+    /// oldest namespace without subscribers (else the oldest).
     fn watch(&self, namespace: &str) -> Arc<Watch> {
         let key = self.scope_key(namespace);
+        if let Some(w) = self
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return w.clone();
+        }
+        // Taken before the watches lock, which is never held with the services lock.
+        let subscribed = self.subscribed_namespaces();
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(w) = watches.get(&key) {
             return w.clone();
@@ -410,12 +510,33 @@ impl Cache {
                 std::panic::resume_unwind(panic);
             }
         };
+        let victim = if watches.len() >= self.options.max_watched_namespaces.max(1) {
+            let oldest = |evictable: &dyn Fn(&str) -> bool| {
+                watches
+                    .iter()
+                    .filter_map(|(k, w)| Some((k.as_deref()?, w)))
+                    .filter(|(ns, _)| evictable(ns))
+                    .min_by_key(|(_, w)| w.created)
+                    .map(|(ns, _)| ns.to_owned())
+            };
+            let ns = oldest(&|ns| !subscribed.contains(ns)).or_else(|| oldest(&|_| true));
+            ns.and_then(|ns| Some((ns.clone(), watches.remove(&Some(ns))?)))
+        } else {
+            None
+        };
         watches.insert(key.clone(), watch.clone());
         drop(watches);
+        if let Some((ns, victim)) = victim {
+            self.forget_namespace(&ns, &victim);
+        }
         let me = self.me.clone();
         let w = watch.clone();
         self.runtime.spawn(async move {
             while !w.has_synced() {
+                // Relaxed: a stop flag; nothing else is read through it.
+                if w.evicted.load(Ordering::Relaxed) {
+                    return;
+                }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             let Some(cache) = me.upgrade() else { return };
@@ -477,6 +598,10 @@ impl Cache {
                 .informer_with::<PartialObjectMetadata>(Pod::api_resource(), ns, None, None)
         });
         let watch = Arc::new(Watch {
+            // Relaxed: only a unique, increasing number is needed (compared under the watches lock).
+            created: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            evicted: AtomicBool::new(false),
+            unregister: Mutex::new(Vec::new()),
             slices,
             endpoints,
             services,
@@ -494,7 +619,7 @@ impl Cache {
         let rt = &self.runtime;
         if let Some(inf) = &w.slices {
             let (a, u, d) = (self.me.clone(), self.me.clone(), self.me.clone());
-            inf.add_handler(
+            let id = inf.add_handler(
                 HandlerFns::new()
                     .on_add(move |s: &Arc<EndpointSlice>, _| {
                         if let Some(c) = a.upgrade() {
@@ -515,30 +640,33 @@ impl Cache {
                         }
                     }),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
         if let Some(inf) = &w.endpoints {
-            notify_on_change(
+            let id = notify_on_change(
                 inf,
                 &self.me,
                 |_, _| false,
                 |c, m| c.service_changed(&m.namespace, &m.name),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
         if let Some(inf) = &w.services {
             // Only the ports of a Service enter its instances.
-            notify_on_change(
+            let id = notify_on_change(
                 inf,
                 &self.me,
                 |old: &Service, new| old.spec.ports == new.spec.ports,
                 |c, m| c.service_changed(&m.namespace, &m.name),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
         if let Some(inf) = &w.pods {
             // Only the labels and annotations of a Pod enter its instances' metadata.
-            notify_on_change(
+            let id = notify_on_change(
                 inf,
                 &self.me,
                 |old: &PartialObjectMetadata, new| {
@@ -547,6 +675,7 @@ impl Cache {
                 },
                 |c, m| c.pod_changed(m.key()),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
     }
@@ -812,7 +941,7 @@ fn notify_on_change<T: Object + Clone>(
     me: &Weak<Cache>,
     unchanged: fn(&T, &T) -> bool,
     changed: fn(&Cache, &ObjectMeta),
-) {
+) -> HandlerId {
     let me = me.clone();
     let call = Arc::new(move |m: &ObjectMeta| {
         if let Some(c) = me.upgrade() {
@@ -829,7 +958,7 @@ fn notify_on_change<T: Object + Clone>(
                 }
             })
             .on_delete(move |d| on_delete(d.object().meta())),
-    );
+    )
 }
 
 fn service_of(slice: &EndpointSlice) -> Option<&str> {

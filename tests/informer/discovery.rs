@@ -1,7 +1,7 @@
 //! Discovery against the simulator over real HTTP: slice moves and duplicates, slice and Service
 //! deletion, relists in the middle of churn, change-only notifications, pull-after-notify, the
 //! single-flight cache-miss path, Endpoints mode with a truncated list, Pod metadata, and the
-//! last-known-good file.
+//! last-known-good file, and the bounds on tracked Services, ports and namespaces.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -529,4 +529,57 @@ async fn tracked_services_and_ports_are_bounded_and_subscribed_ones_survive() {
         .expect("the subscription is alive")
         .unwrap();
     assert_eq!(addrs(&change.snapshot), ["10.0.2.1:8080"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watched_namespaces_are_bounded_and_a_subscribed_one_survives() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("services", Some(NS), service("keep")).unwrap();
+    let d = Discovery::new(
+        client(&sim),
+        DiscoveryOptions {
+            max_watched_namespaces: 2,
+            ..options()
+        },
+    );
+    assert!(d.wait_for_sync(NS, Duration::from_secs(30)).await);
+    let mut sub = d.subscribe(NS, "keep", "http");
+    let first = sub.changed().await.unwrap();
+    assert!(first.snapshot.instances.is_empty());
+
+    // Callers may name any namespace: the namespaces watched stay within the bound, and the
+    // Services asked about in a forgotten namespace are forgotten with it.
+    for i in 0..10 {
+        let _ = d.instances(&format!("ns-{i}"), "web", "http");
+        let m = d.metrics();
+        assert!(m.watched_namespaces <= 2, "{m:?}");
+        assert!(m.tracked_ports <= 2, "{m:?}");
+    }
+
+    // The namespace with a subscriber was never forgotten: its subscription still sees changes.
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        slice("keep", "keep-a", &["10.0.2.1"]),
+    )
+    .unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(30), sub.changed())
+        .await
+        .expect("the subscription is alive")
+        .unwrap();
+    assert_eq!(addrs(&change.snapshot), ["10.0.2.1:8080"]);
+
+    // A forgotten namespace answers again when asked: new informers, a new computation.
+    sim.create("services", Some("ns-0"), service("web"))
+        .unwrap();
+    sim.create(
+        "endpointslices",
+        Some("ns-0"),
+        slice("web", "web-a", &["10.0.1.1"]),
+    )
+    .unwrap();
+    assert!(d.wait_for_sync("ns-0", Duration::from_secs(30)).await);
+    let s = d.instances("ns-0", "web", "http");
+    assert_eq!(addrs(&s), ["10.0.1.1:8080"], "{s:?}");
+    assert!(d.metrics().watched_namespaces <= 2, "{:?}", d.metrics());
 }
