@@ -92,7 +92,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let target = pool[next % pool.len()];
             next += 1;
             picked += 1;
-            if picked % 10 == 0 {
+            if picked.is_multiple_of(10) {
                 println!(
                     "request {picked} -> {} ({}, zone {})",
                     target.socket_addr(),

@@ -1,7 +1,7 @@
 //! The crate's one error type.
 //!
 //! Variants are grouped by what a caller does about them: retry the connection ([`Error::Transport`],
-//! [`Error::Timeout`], [`Error::UnexpectedEof`]), relist ([`Error::Expired`], [`Error::Decode`]), fix
+//! [`Error::Timeout`], [`Error::EndedTooSoon`], [`Error::UnexpectedEof`]), relist ([`Error::Expired`], [`Error::Decode`]), fix
 //! the configuration ([`Error::Tls`], [`Error::Config`]), or read the server's answer ([`Error::Api`],
 //! [`Error::Http`]). Messages are written for a person reading a log, and never contain secrets.
 
@@ -59,8 +59,13 @@ pub enum Error {
         /// Bytes of the incomplete frame that were received.
         buffered: usize,
     },
-    /// A request or a read did not finish in time.
+    /// A request or a read did not finish in time: no answer to a request, or a watch that sent
+    /// nothing for longer than its idle limit.
     Timeout(String),
+    /// A watch or streaming list ended cleanly but at once: under a second, with no event
+    /// (client-go's "very short watch", docs/semantics.md R17). Retrying at once would spin, so the
+    /// reflector backs off first.
+    EndedTooSoon(String),
     /// The server answered well-formed JSON that breaks the list/watch protocol: a `200` LIST
     /// whose body is not a list of the requested kind (`{}`, a `Status`, another kind, no
     /// `items`), or a streaming list that ended before its `initial-events-end` bookmark. The
@@ -125,11 +130,25 @@ impl Error {
         }
     }
 
-    /// True for answers that ask the client to wait and retry the same request: 429, and 5xx with
-    /// a Retry-After.
+    /// True when the same request may succeed if sent again later, after a backoff: the connection
+    /// failed ([`Error::Transport`]), nothing came in time ([`Error::Timeout`]), a stream ended too
+    /// soon ([`Error::EndedTooSoon`]) or mid-frame ([`Error::UnexpectedEof`]), or the server answered
+    /// 429, 500, 502, 503 or 504 (with or without a `Retry-After`; see
+    /// [`retry_after_seconds`](Self::retry_after_seconds) for how long it asked to wait).
+    ///
+    /// ```
+    /// use informer::{Error, Status};
+    /// let busy = Error::from_status(Status { code: 429, ..Default::default() });
+    /// assert!(busy.is_retryable());
+    /// let denied = Error::from_status(Status { code: 403, ..Default::default() });
+    /// assert!(!denied.is_retryable());
+    /// ```
     pub fn is_retryable(&self) -> bool {
         match self {
-            Error::Transport { .. } | Error::Timeout(_) | Error::UnexpectedEof { .. } => true,
+            Error::Transport { .. }
+            | Error::Timeout(_)
+            | Error::EndedTooSoon(_)
+            | Error::UnexpectedEof { .. } => true,
             _ => matches!(self.http_code(), Some(429 | 500 | 502 | 503 | 504)),
         }
     }
@@ -196,6 +215,7 @@ impl fmt::Display for Error {
                 "stream ended in the middle of a frame ({buffered} bytes of it received)"
             ),
             Error::Timeout(m) => write!(f, "timed out: {m}"),
+            Error::EndedTooSoon(m) => write!(f, "ended too soon: {m}"),
             Error::Protocol(m) => write!(f, "unexpected answer from the server: {m}"),
             Error::Panicked { context, message } => {
                 write!(f, "{context} panicked (caught; going on): {message}")

@@ -688,8 +688,9 @@ impl<T: Object + Clone> Reflector<T> {
                     if events == 0 && opened.elapsed() < Duration::from_secs(1) {
                         // WL6 + R17: a very short empty stream; the server probably does not
                         // stream lists the way we asked. Fall back to LIST for this round.
-                        let e =
-                            Error::Timeout("streaming list ended at once with no events".into());
+                        let e = Error::EndedTooSoon(
+                            "streaming list ended at once with no events".into(),
+                        );
                         self.fail(&e);
                         self.list_fallback_once = true;
                         return State::Relist;
@@ -884,8 +885,9 @@ impl<T: Object + Clone> Reflector<T> {
     /// watch was very short and empty, which would spin.
     fn watch_ended(&mut self, opened: Instant, events: u64) -> State<T> {
         if events == 0 && opened.elapsed() < Duration::from_secs(1) {
-            let e =
-                Error::Timeout("very short watch: ended in under a second with no events".into());
+            let e = Error::EndedTooSoon(
+                "very short watch: ended in under a second with no events".into(),
+            );
             self.fail(&e);
             return self.backoff_then(State::Watch, &e);
         }

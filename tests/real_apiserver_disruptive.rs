@@ -3,7 +3,7 @@
 //! `tests/real_apiserver`, so no other test sees the disturbance. Without `REAL_APISERVER_URL` each
 //! test prints how to run it and passes.
 
-#[path = "real_apiserver/support.rs"]
+#[path = "support/mod.rs"]
 #[macro_use]
 mod support;
 
@@ -14,7 +14,7 @@ use hyper::Method;
 use informer::watch::WatchEvent;
 use informer::{Api, Client, ConfigMap, Informer, ListParams, VersionMatch, WatchParams};
 use serde_json::json;
-use support::*;
+use support::real_apiserver::*;
 
 /// One disruptive test at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -213,6 +213,7 @@ fn spawn_reader(
                 return;
             }
             let mut i = 0;
+            // Relaxed: a stop flag; the reader publishes nothing through it (the join orders the rest).
             while !stop.load(Ordering::Relaxed) {
                 let mut batch = Lookups::default();
                 for _ in 0..2000 {
@@ -517,6 +518,7 @@ pub async fn run(args: DemoArgs) -> CliResult {
         .await
         .map_err(|e| CliError::Runtime(format!("the workload failed: {e:?}")))?;
     sim.faults().clear();
+    // Relaxed: a stop flag; `join` below orders everything the reader did.
     stop_reader.store(true, Ordering::Relaxed);
     let _ = reader.join();
     let writes = sim.resource_version() - rv_before;

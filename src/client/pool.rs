@@ -154,6 +154,8 @@ struct Http2Conn {
 
 impl Http2Conn {
     fn has_room(&self) -> bool {
+        // Relaxed (here and below): `active`, `max_streams` and `retired` are lone values, read and
+        // changed under `state`'s lock when a stream is reserved; a stale value costs one decision.
         !self.retired.load(Ordering::Relaxed)
             && !self.task.is_finished()
             && !self.send.is_closed()
@@ -214,6 +216,7 @@ impl Pool {
                 .http2
                 .iter()
                 .map(|c| Http2ConnectionStats {
+                    // Relaxed: a counter read for display; it publishes no other memory.
                     active_streams: c.active.load(Ordering::Relaxed),
                     max_concurrent_streams: c.max_streams.load(Ordering::Relaxed),
                     retired: c.retired.load(Ordering::Relaxed),
@@ -256,6 +259,7 @@ impl Pool {
         let now = Instant::now();
         let idle_timeout = self.shared.settings.idle_timeout;
         state.http2.retain(|c| {
+            // Relaxed: lone values, under `state`'s lock (see `has_room`).
             let unused = c.active.load(Ordering::Relaxed) == 0;
             !c.send.is_closed()
                 && !c.task.is_finished()
@@ -281,6 +285,7 @@ impl Pool {
 
     fn reserve_http2(&self, state: &State) -> Option<Lease> {
         let conn = state.http2.iter().find(|c| c.has_room())?;
+        // Relaxed: under `state`'s lock, which orders it against `has_room`'s reads.
         conn.active.fetch_add(1, Ordering::Relaxed);
         Some(Lease::http2(conn.clone()))
     }
@@ -318,6 +323,7 @@ impl Pool {
                 let result = poll_fn(|cx| {
                     let poll = conn.as_mut().poll(cx);
                     // See `Http2Conn::max_streams`.
+                    // Relaxed: a lone value, read by `has_room`; no other memory goes with it.
                     seen.store(conn.current_max_send_streams(), Ordering::Relaxed);
                     poll
                 })
@@ -492,9 +498,11 @@ impl Drop for Lease {
                     tracing::debug!(
                         "request cancelled before its response; retiring its HTTP/2 connection"
                     );
+                    // Relaxed: a lone flag; a stream reserved meanwhile only meets the same dead connection.
                     conn.retired.store(true, Ordering::Relaxed);
                 }
                 *conn.idle_since.lock().unwrap() = Instant::now();
+                // Relaxed: a lone count; `has_room` reads it under `state`'s lock, stale by one at most.
                 conn.active.fetch_sub(1, Ordering::Relaxed);
             }
         }
@@ -535,6 +543,7 @@ impl HttpBody for ResponseBody {
                 // Most stream errors are the connection's (a failed ping, a GOAWAY, a reset
                 // socket), seen by the stream before the connection's task has wound down:
                 // no new stream may go there meanwhile.
+                // Relaxed: a lone flag (see above).
                 conn.retired.store(true, Ordering::Relaxed);
             }
         }

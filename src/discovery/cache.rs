@@ -21,7 +21,7 @@ use super::{
     WatchScope, persist,
 };
 use crate::client::Client;
-use crate::informer::{HandlerFns, Informer, InformerFactory};
+use crate::informer::{HandlerFns, HandlerId, Informer, InformerFactory};
 use crate::model::{
     EndpointSlice, Endpoints, Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service,
 };
@@ -89,19 +89,47 @@ impl ServiceEntry {
 
 /// The informers of one namespace (or of the cluster) and their sync progress.
 struct Watch {
+    /// Creation order among watches: eviction forgets the oldest first.
+    created: u64,
+    /// Set when the namespace was forgotten (past `max_watched_namespaces`): its first
+    /// computation never comes.
+    evicted: AtomicBool,
+    /// Removes this cache's handlers from the informers (run on eviction).
+    unregister: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     slices: Option<Informer<EndpointSlice>>,
     endpoints: Option<Informer<Endpoints>>,
     services: Option<Informer<Service>>,
     pods: Option<Informer<PartialObjectMetadata>>,
     /// Set once every informer synced, just before the first full computation: from then on
     /// handlers recompute.
+    ///
+    /// Ordering (`SeqCst` at every use): a handler writes its store, then loads this flag; the
+    /// computation stores the flag, then reads the stores. Either the handler sees the flag (and
+    /// recomputes) or the computation sees the handler's write; no event falls between. The
+    /// stores' own locks already give that (a handler's unlock and the computation's lock are
+    /// ordered one way or the other), so Release/Acquire would do; `SeqCst` makes the argument
+    /// hold without leaning on the locks, and costs nothing here (once per namespace, and one
+    /// load per event).
     computing: AtomicBool,
-    /// Set after the first full computation.
+    /// Set after the first full computation. `SeqCst`, like `computing`: a waiter loads it after
+    /// registering with `computed_notify`, the computation stores it before notifying; Release/
+    /// Acquire would do, `SeqCst` keeps the pairing obvious (not on a hot path).
     computed: AtomicBool,
     computed_notify: Notify,
 }
 
 impl Watch {
+    /// Removes handler `id` from `inf` when this namespace is evicted.
+    fn on_evict<T: Object + Clone>(&self, inf: &Informer<T>, id: HandlerId) {
+        let inf = inf.clone();
+        self.unregister
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Box::new(move || {
+                inf.remove_handler(id);
+            }));
+    }
+
     fn has_synced(&self) -> bool {
         self.slices.as_ref().is_none_or(|i| i.has_synced())
             && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
@@ -113,6 +141,9 @@ impl Watch {
 pub(crate) struct Cache {
     pub(crate) client: Client,
     factory: Arc<InformerFactory>,
+    /// Nobody else holds the factory (`Discovery::new`): evicting a namespace also makes the
+    /// factory forget, and so stop, its informers.
+    owns_factory: bool,
     pub(crate) options: DiscoveryOptions,
     runtime: tokio::runtime::Handle,
     me: Weak<Cache>,
@@ -149,9 +180,12 @@ impl Cache {
             .as_deref()
             .map(persist::load)
             .unwrap_or_default();
+        // A count of one: only this cache can reach the factory (nobody can ask it for informers).
+        let owns_factory = Arc::strong_count(&factory) == 1;
         let cache = Arc::new_cyclic(|me| Cache {
             client,
             factory,
+            owns_factory,
             fetches: Fetches::new(options.max_concurrent_fetches),
             options,
             runtime,
@@ -255,6 +289,7 @@ impl Cache {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert_unique(hash, cell.clone(), |c| c.hash);
+        // SeqCst: see `Watch::computing`.
         if watch.computing.load(Ordering::SeqCst) {
             self.recompute_locked(&entry, &mut inner, &watch);
         }
@@ -321,6 +356,65 @@ impl Cache {
         }
     }
 
+    /// Namespaces with a Service somebody subscribed to.
+    fn subscribed_namespaces(&self) -> HashSet<String> {
+        let entries: Vec<Arc<ServiceEntry>> = self
+            .services
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        entries
+            .iter()
+            .filter(|e| e.has_subscribers())
+            .map(|e| e.namespace.clone())
+            .collect()
+    }
+
+    /// Forgets an evicted namespace: its handlers, its Services (their subscriptions end), their
+    /// cells and Pod references, its slice sequence numbers, and (when this cache owns the
+    /// factory) its informers. Asking about the namespace again starts over.
+    fn forget_namespace(&self, namespace: &str, watch: &Watch) {
+        // Relaxed: a stop flag for the watch's first-computation task; nothing else is read
+        // through it.
+        watch.evicted.store(true, Ordering::Relaxed);
+        let unregister = std::mem::take(
+            &mut *watch
+                .unregister
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for remove in unregister {
+            remove();
+        }
+        let entries: Vec<Arc<ServiceEntry>> = {
+            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            let keys: Vec<ServiceKey> = services
+                .keys()
+                .filter(|(ns, _)| ns == namespace)
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| services.remove(k)).collect()
+        };
+        for entry in entries {
+            let mut inner = entry.state.lock().unwrap_or_else(PoisonError::into_inner);
+            inner.evicted = true;
+            let cells = std::mem::take(&mut inner.cells);
+            self.forget_cells(&cells);
+            let pods = std::mem::take(&mut inner.pods);
+            self.update_pod_refs(&entry.namespace, &entry.name, &pods, &BTreeSet::new());
+        }
+        let prefix = format!("{namespace}/");
+        self.slice_seq
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|key, _| !key.starts_with(&prefix));
+        if self.owns_factory {
+            self.factory.forget_namespace(namespace);
+        }
+    }
+
     pub(crate) fn has_synced(&self, namespace: &str) -> bool {
         self.watch(namespace).has_synced()
     }
@@ -333,10 +427,12 @@ impl Cache {
         let watch = self.watch(namespace);
         loop {
             let notified = watch.computed_notify.notified();
+            // SeqCst: see `Watch::computed`.
             if watch.computed.load(Ordering::SeqCst) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                // SeqCst: see `Watch::computed`.
                 return watch.computed.load(Ordering::SeqCst);
             }
         }
@@ -349,6 +445,12 @@ impl Cache {
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
                 .len(),
+            watched_namespaces: self
+                .watches
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len(),
+            // Relaxed: counters read for display; they publish no other memory.
             recomputes: self.recomputes.load(Ordering::Relaxed),
             published: self.published.load(Ordering::Relaxed),
             apiserver_reads: self.apiserver_reads.load(Ordering::Relaxed),
@@ -376,9 +478,21 @@ impl Cache {
         }
     }
 
-    /// The informers serving `namespace`, created, wired and started on first use.
+    /// The informers serving `namespace`, created, wired and started on first use; creating one
+    /// past [`max_watched_namespaces`](super::DiscoveryOptions::max_watched_namespaces) forgets the
+    /// oldest namespace without subscribers (else the oldest).
     fn watch(&self, namespace: &str) -> Arc<Watch> {
         let key = self.scope_key(namespace);
+        if let Some(w) = self
+            .watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return w.clone();
+        }
+        // Taken before the watches lock, which is never held with the services lock.
+        let subscribed = self.subscribed_namespaces();
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(w) = watches.get(&key) {
             return w.clone();
@@ -396,17 +510,39 @@ impl Cache {
                 std::panic::resume_unwind(panic);
             }
         };
+        let victim = if watches.len() >= self.options.max_watched_namespaces.max(1) {
+            let oldest = |evictable: &dyn Fn(&str) -> bool| {
+                watches
+                    .iter()
+                    .filter_map(|(k, w)| Some((k.as_deref()?, w)))
+                    .filter(|(ns, _)| evictable(ns))
+                    .min_by_key(|(_, w)| w.created)
+                    .map(|(ns, _)| ns.to_owned())
+            };
+            let ns = oldest(&|ns| !subscribed.contains(ns)).or_else(|| oldest(&|_| true));
+            ns.and_then(|ns| Some((ns.clone(), watches.remove(&Some(ns))?)))
+        } else {
+            None
+        };
         watches.insert(key.clone(), watch.clone());
         drop(watches);
+        if let Some((ns, victim)) = victim {
+            self.forget_namespace(&ns, &victim);
+        }
         let me = self.me.clone();
         let w = watch.clone();
         self.runtime.spawn(async move {
             while !w.has_synced() {
+                // Relaxed: a stop flag; nothing else is read through it.
+                if w.evicted.load(Ordering::Relaxed) {
+                    return;
+                }
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             let Some(cache) = me.upgrade() else { return };
             // Before the full computation: events handled from now on recompute themselves, and
             // the ones handled before are already in the stores the computation reads.
+            // SeqCst: see `Watch::computing`.
             w.computing.store(true, Ordering::SeqCst);
             let entries: Vec<Arc<ServiceEntry>> = {
                 let services = cache
@@ -422,6 +558,7 @@ impl Cache {
             for e in entries {
                 cache.recompute(&e);
             }
+            // SeqCst: see `Watch::computed`.
             w.computed.store(true, Ordering::SeqCst);
             w.computed_notify.notify_waiters();
         });
@@ -461,6 +598,10 @@ impl Cache {
                 .informer_with::<PartialObjectMetadata>(Pod::api_resource(), ns, None, None)
         });
         let watch = Arc::new(Watch {
+            // Relaxed: only a unique, increasing number is needed (compared under the watches lock).
+            created: self.next_seq.fetch_add(1, Ordering::Relaxed),
+            evicted: AtomicBool::new(false),
+            unregister: Mutex::new(Vec::new()),
             slices,
             endpoints,
             services,
@@ -478,7 +619,7 @@ impl Cache {
         let rt = &self.runtime;
         if let Some(inf) = &w.slices {
             let (a, u, d) = (self.me.clone(), self.me.clone(), self.me.clone());
-            inf.add_handler(
+            let id = inf.add_handler(
                 HandlerFns::new()
                     .on_add(move |s: &Arc<EndpointSlice>, _| {
                         if let Some(c) = a.upgrade() {
@@ -499,30 +640,33 @@ impl Cache {
                         }
                     }),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
         if let Some(inf) = &w.endpoints {
-            notify_on_change(
+            let id = notify_on_change(
                 inf,
                 &self.me,
                 |_, _| false,
                 |c, m| c.service_changed(&m.namespace, &m.name),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
         if let Some(inf) = &w.services {
             // Only the ports of a Service enter its instances.
-            notify_on_change(
+            let id = notify_on_change(
                 inf,
                 &self.me,
                 |old: &Service, new| old.spec.ports == new.spec.ports,
                 |c, m| c.service_changed(&m.namespace, &m.name),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
         if let Some(inf) = &w.pods {
             // Only the labels and annotations of a Pod enter its instances' metadata.
-            notify_on_change(
+            let id = notify_on_change(
                 inf,
                 &self.me,
                 |old: &PartialObjectMetadata, new| {
@@ -531,6 +675,7 @@ impl Cache {
                 },
                 |c, m| c.pod_changed(m.key()),
             );
+            w.on_evict(inf, id);
             inf.start_on(rt);
         }
     }
@@ -543,6 +688,7 @@ impl Cache {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             if present {
+                // Relaxed: only a unique, increasing number is needed (compared under `slice_seq`'s lock).
                 seqs.insert(key, self.next_seq.fetch_add(1, Ordering::Relaxed));
             } else {
                 seqs.remove(&key);
@@ -586,6 +732,7 @@ impl Cache {
 
     fn recompute(&self, entry: &ServiceEntry) {
         let watch = self.watch(&entry.namespace);
+        // SeqCst: see `Watch::computing`.
         if !watch.computing.load(Ordering::SeqCst) {
             return;
         }
@@ -597,6 +744,7 @@ impl Cache {
     /// content changed, all with one new revision. Runs under the Service's lock, so revisions are
     /// published in the order they were computed.
     fn recompute_locked(&self, entry: &ServiceEntry, inner: &mut ServiceInner, watch: &Watch) {
+        // Relaxed: a counter read for display; it publishes no other memory.
         self.recomputes.fetch_add(1, Ordering::Relaxed);
         let (ns, name) = (entry.namespace.as_str(), entry.name.as_str());
         let service = watch.services.as_ref().map(|i| i.store().get(ns, name));
@@ -640,8 +788,11 @@ impl Cache {
         for (cell, mut snap) in updates {
             snap.revision = inner.revision;
             cell.tx.send_replace(Arc::new(snap));
+            // Relaxed: a counter read for display; it publishes no other memory.
             self.published.fetch_add(1, Ordering::Relaxed);
         }
+        // Relaxed: a hint for the saver, which reads the cells through their channels; a late flag
+        // only delays a save by one interval.
         self.dirty.store(true, Ordering::Relaxed);
     }
 
@@ -790,7 +941,7 @@ fn notify_on_change<T: Object + Clone>(
     me: &Weak<Cache>,
     unchanged: fn(&T, &T) -> bool,
     changed: fn(&Cache, &ObjectMeta),
-) {
+) -> HandlerId {
     let me = me.clone();
     let call = Arc::new(move |m: &ObjectMeta| {
         if let Some(c) = me.upgrade() {
@@ -807,7 +958,7 @@ fn notify_on_change<T: Object + Clone>(
                 }
             })
             .on_delete(move |d| on_delete(d.object().meta())),
-    );
+    )
 }
 
 fn service_of(slice: &EndpointSlice) -> Option<&str> {

@@ -122,10 +122,12 @@ pub(crate) async fn instances_or_fetch(
         };
         match role {
             Role::Done(r) => {
+                // Relaxed: a counter read for display; it publishes no other memory.
                 cache.fetches_shared.fetch_add(1, Ordering::Relaxed);
                 break r;
             }
             Role::Wait(mut rx) => {
+                // Relaxed: a counter read for display; it publishes no other memory.
                 cache.fetches_shared.fetch_add(1, Ordering::Relaxed);
                 let waited = rx.wait_for(|r| r.is_some()).await.map(|r| r.clone());
                 match waited {
@@ -206,6 +208,7 @@ async fn fetch(cache: &Cache, namespace: &str, service: &str) -> FetchResult {
         EndpointSource::EndpointSlices => {
             let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);
             let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={service}"));
+            // Relaxed: a counter read for display; it publishes no other memory.
             reads.fetch_add(1, Ordering::Relaxed);
             let list = api.list(&params).await.map_err(FetchError::new)?;
             Source::Slices(
@@ -220,6 +223,7 @@ async fn fetch(cache: &Cache, namespace: &str, service: &str) -> FetchResult {
         }
         EndpointSource::Endpoints => {
             let api: Api<Endpoints> = Api::namespaced(client.clone(), namespace);
+            // Relaxed: a counter read for display; it publishes no other memory.
             reads.fetch_add(1, Ordering::Relaxed);
             Source::Endpoints(not_found_as_none(api.get(service).await)?.map(Arc::new))
         }
@@ -230,6 +234,7 @@ async fn fetch(cache: &Cache, namespace: &str, service: &str) -> FetchResult {
     };
     let service = if cache.options.watch_services && !has_objects {
         let api: Api<Service> = Api::namespaced(client, namespace);
+        // Relaxed: a counter read for display; it publishes no other memory.
         reads.fetch_add(1, Ordering::Relaxed);
         Some(not_found_as_none(api.get(service).await)?)
     } else {

@@ -210,6 +210,12 @@ pub struct DiscoveryOptions {
     /// At most this many ports tracked per Service; past it the oldest port without a subscriber
     /// (else the oldest) is forgotten. Default 64.
     pub max_ports_per_service: usize,
+    /// At most this many namespaces watched with [`WatchScope::PerNamespace`] (each asked-about
+    /// namespace starts informers; callers may pass any names). Past it, asking about a new one
+    /// first forgets the oldest namespace with no subscriber (or, if every one has, the oldest):
+    /// its Services are forgotten (their subscriptions end), its handlers removed, and with
+    /// [`Discovery::new`] its informers stopped. Default 256.
+    pub max_watched_namespaces: usize,
 }
 
 impl Default for DiscoveryOptions {
@@ -231,6 +237,7 @@ impl Default for DiscoveryOptions {
             reflector: ReflectorOptions::default(),
             max_tracked_services: 10_000,
             max_ports_per_service: 64,
+            max_watched_namespaces: 256,
         }
     }
 }
@@ -245,6 +252,9 @@ impl Default for DiscoveryOptions {
 pub struct DiscoveryMetrics {
     /// Cells (`namespace/service/port`) tracked.
     pub tracked_ports: usize,
+    /// Namespaces whose informers this discovery uses (one entry with
+    /// [`WatchScope::ClusterWide`]).
+    pub watched_namespaces: usize,
     /// Recomputations of a Service's cells.
     pub recomputes: u64,
     /// Snapshots published (content changed).

@@ -27,6 +27,8 @@ pub(crate) fn save(cache: &Cache) -> std::io::Result<()> {
     let Some(path) = cache.options.last_known_good.as_deref() else {
         return Ok(());
     };
+    // Relaxed: a hint (see `Cache::dirty`); cleared before reading, so a change made while
+    // saving sets it again and is saved next time.
     cache.dirty.store(false, Ordering::Relaxed);
     let snapshots: Vec<Snapshot> = cache
         .all_snapshots()
@@ -79,6 +81,7 @@ pub(crate) fn spawn_saver(cache: &Arc<Cache>) {
         loop {
             tokio::time::sleep(period).await;
             let Some(cache) = weak.upgrade() else { return };
+            // Relaxed: a hint (see `save`).
             if cache.dirty.load(Ordering::Relaxed) {
                 if let Err(e) = save(&cache) {
                     tracing::warn!(error = %e, "could not write the last-known-good file");

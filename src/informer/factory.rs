@@ -20,6 +20,12 @@ type Key = (
 /// Starts one informer on a runtime.
 type Starter = Box<dyn Fn(&tokio::runtime::Handle) + Send + Sync>;
 
+/// One informer handed out: the informer (an `Informer<T>`) and how to start it.
+struct Entry {
+    informer: Box<dyn Any + Send + Sync>,
+    start: Starter,
+}
+
 /// Hands out shared informers: asking twice for the same kind, namespace and selectors gives the
 /// same informer (one watch on the apiserver), whoever asks.
 ///
@@ -36,8 +42,7 @@ type Starter = Box<dyn Fn(&tokio::runtime::Handle) + Send + Sync>;
 pub struct InformerFactory {
     client: Client,
     defaults: ReflectorOptions,
-    informers: Mutex<HashMap<Key, Box<dyn Any + Send + Sync>>>,
-    starters: Mutex<Vec<Starter>>,
+    informers: Mutex<HashMap<Key, Entry>>,
 }
 
 impl InformerFactory {
@@ -53,7 +58,6 @@ impl InformerFactory {
             client,
             defaults,
             informers: Mutex::new(HashMap::new()),
-            starters: Mutex::new(Vec::new()),
         }
     }
 
@@ -80,6 +84,7 @@ impl InformerFactory {
         let mut informers = self.informers.lock().unwrap();
         if let Some(existing) = informers.get(&key) {
             return existing
+                .informer
                 .downcast_ref::<Informer<T>>()
                 .expect("keyed by TypeId")
                 .clone();
@@ -94,20 +99,38 @@ impl InformerFactory {
             ..self.defaults.clone()
         };
         let informer = Informer::new(api, options);
-        informers.insert(key, Box::new(informer.clone()));
         let starter = informer.clone();
-        self.starters
-            .lock()
-            .unwrap()
-            .push(Box::new(move |rt| starter.start_on(rt)));
+        informers.insert(
+            key,
+            Entry {
+                informer: Box::new(informer.clone()),
+                start: Box::new(move |rt| starter.start_on(rt)),
+            },
+        );
         informer
     }
 
     /// Starts every informer handed out so far (informers asked for later start when asked to).
     pub fn start(&self) {
         let rt = tokio::runtime::Handle::current();
-        for start in self.starters.lock().unwrap().iter() {
-            start(&rt);
+        for entry in self.informers.lock().unwrap().values() {
+            (entry.start)(&rt);
         }
+    }
+
+    /// Forgets every informer of `namespace`: asking again builds a new one. An informer nobody
+    /// else holds a clone of stops (its last clone drops).
+    pub(crate) fn forget_namespace(&self, namespace: &str) {
+        let forgotten: Vec<Entry> = {
+            let mut informers = self.informers.lock().unwrap();
+            let keys: Vec<Key> = informers
+                .keys()
+                .filter(|k| k.2.as_deref() == Some(namespace))
+                .cloned()
+                .collect();
+            keys.iter().filter_map(|k| informers.remove(k)).collect()
+        };
+        // Dropped outside the lock: dropping a last clone stops that informer.
+        drop(forgotten);
     }
 }

@@ -385,6 +385,7 @@ impl<T: Object> Slot<T> {
         let q = self.queue.lock().unwrap();
         HandlerMetrics {
             depth: q.len(),
+            // Relaxed: a counter read for display; it publishes no other memory.
             delivered: self.delivered.load(Ordering::Relaxed),
             coalesced: q.coalesced,
             panics: self.panics.load(Ordering::Relaxed),

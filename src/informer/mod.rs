@@ -178,6 +178,8 @@ impl<T: Object + Clone> Informer<T> {
         let Some((reflector, consumer)) = self.shared.pending_start.lock().unwrap().take() else {
             return;
         };
+        // Release: would publish the start to an Acquire reader; none reads it yet (issue #16
+        // item 4 removes the field).
         self.shared.started.store(true, Ordering::Release);
         *self.shared.reflector_task.lock().unwrap() = Some(runtime.spawn(reflector.run()));
         let weak = Arc::downgrade(&self.shared);
@@ -234,6 +236,7 @@ impl<T: Object + Clone> Informer<T> {
     }
 
     fn register(&self, handler: Box<dyn EventHandler<T>>, resync: Option<Duration>) -> HandlerId {
+        // Relaxed: only a unique id is needed; fetch_add gives one whatever the ordering.
         let id = self.shared.next_handler.fetch_add(1, Ordering::Relaxed);
         let slot = Slot::new(id, handler, self.shared.on_error.clone());
         {
@@ -293,6 +296,7 @@ impl<T: Object + Clone> Informer<T> {
         InformerMetrics {
             reflector,
             fifo: self.shared.fifo.metrics(),
+            // Relaxed: a counter read for display; it publishes no other memory.
             applied: self.shared.applied.load(Ordering::Relaxed),
             objects: self.shared.store.len(),
             last_applied_resource_version: self.shared.store.last_applied_resource_version(),

@@ -146,6 +146,8 @@ impl Faults {
     /// Sets the seed of every random fault (and restarts the response counter).
     pub fn seed(&self, seed: u64) {
         self.edit(|c| c.seed = seed);
+        // SeqCst: the response counter decides which response a fault hits; tests reset it and
+        // then send requests, and SeqCst keeps that order obvious (a few requests per second).
         self.state.responses.store(0, Ordering::SeqCst);
     }
 
@@ -313,6 +315,7 @@ impl Faults {
     /// The faults for one response.
     pub(crate) fn plan(&self) -> Plan {
         let c = *self.state.config.lock().unwrap_or_else(|e| e.into_inner());
+        // SeqCst: see `seed`; fetch_add gives each response a unique number.
         let n = self.state.responses.fetch_add(1, Ordering::SeqCst);
         let mut rng = fastrand::Rng::with_seed(c.seed.wrapping_add(n));
         let (mut drop_bytes, mut drop_events) = (None, None);

@@ -1,7 +1,7 @@
 //! An embedded kube-apiserver simulator: the server side of the list/watch protocol, over real
 //! HTTP on loopback, for tests and benchmarks (feature `sim`).
 //!
-//! It follows the wire rules of spec §2 (X1–X17) and the real 1.20 captures in
+//! It follows the wire rules X1–X17 (docs/semantics.md) and the real 1.20 captures in
 //! `/work/shared/wire`: list shapes and continue tokens, resourceVersion semantics (one global
 //! revision, bounded history, 410s with the real messages), watch framing (compact JSON + `\n`,
 //! chunked, headers flushed first), bookmarks, `sendInitialEvents`, selector transitions, and the
@@ -31,7 +31,7 @@
 //! | `…/{plural}`, `…/namespaces/{ns}/{plural}` | GET list or `?watch=1`; POST create (201) |
 //! | `…/{plural}/{name}`, `…/namespaces/{ns}/{plural}/{name}` | GET, PUT, PATCH (merge / strategic-merge treated as merge), DELETE; GET `?watch=1` watches one object |
 //!
-//! List/watch rules (spec §2): RV `""` latest; `"0"` any (limit ignored); `NotOlderThan` waits up
+//! List/watch rules (docs/semantics.md X1, X2): RV `""` latest; `"0"` any (limit ignored); `NotOlderThan` waits up
 //! to [`SimulatorBuilder::rv_wait`] then 504 `ResourceVersionTooLarge`; `Exact` and the legacy
 //! exact read (`limit` + RV ∉ {"", "0"}) rebuild the state at that RV from history or answer 410;
 //! continue tokens are the apiserver's base64 JSON (`{"v":"meta.k8s.io/v1","rv":N,"start":"key\u0000"}`)
@@ -396,6 +396,7 @@ impl Simulator {
             .faults
             .state
             .active_watches
+            // SeqCst: pairs with the gauge's updates in `watch.rs`; not on a hot path.
             .load(std::sync::atomic::Ordering::SeqCst)
     }
 

@@ -165,9 +165,12 @@ pub(crate) fn spawn(
         events: 0,
     };
     let state = faults.state.clone();
+    // SeqCst: a gauge read by `Simulator::active_watches`; tests wait on it after a client
+    // leaves, and SeqCst keeps that read simple to reason about (it is not on a hot path).
     state.active_watches.fetch_add(1, Ordering::SeqCst);
     tokio::spawn(async move {
         let _ = run(store, info, start, p, sink, control, stalled, shutdown).await;
+        // SeqCst: see above.
         state.active_watches.fetch_sub(1, Ordering::SeqCst);
     });
     SimBody::Stream(rx)

@@ -321,15 +321,18 @@ where
         match reconcile(key.clone()).await {
             Ok(Action::Done) => {
                 queue.forget(&key);
+                // Relaxed: a counter read for display; it publishes no other memory.
                 counters.done.fetch_add(1, Ordering::Relaxed);
             }
             Ok(Action::RequeueAfter(delay)) => {
                 queue.forget(&key);
                 queue.add_after(key.clone(), delay);
+                // Relaxed: a counter read for display; it publishes no other memory.
                 counters.requeued_after.fetch_add(1, Ordering::Relaxed);
             }
             Err(_) => {
                 queue.add_rate_limited(key.clone());
+                // Relaxed: a counter read for display; it publishes no other memory.
                 counters.failed.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -1,4 +1,4 @@
-//! Delayed adds (spec §1.8 W8): the heap behind [`WorkQueue::add_after`](super::WorkQueue::add_after).
+//! Delayed adds (docs/semantics.md W8): the heap behind [`WorkQueue::add_after`](super::WorkQueue::add_after).
 //!
 //! One timer task per queue (not one per key) owns the waiting: keys sit in a min-heap ordered by
 //! their ready time, and a map from key to its live heap entry deduplicates them. Scheduling a key

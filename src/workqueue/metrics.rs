@@ -1,4 +1,4 @@
-//! Queue metrics (spec §1.8 W10): a plain snapshot, taken on demand with
+//! Queue metrics (docs/semantics.md W10): a plain snapshot, taken on demand with
 //! [`WorkQueue::metrics`](super::WorkQueue::metrics).
 //!
 //! client-go pushes its numbers into a metrics provider every 500 ms. Here the counters live inside

@@ -1,5 +1,5 @@
 //! The controller toolkit's work queue: client-go's rate-limited, deduplicating `workqueue`
-//! (spec §1.8 W1-W10), async on tokio.
+//! (docs/semantics.md W1-W10), async on tokio.
 //!
 //! A controller does not act on informer events directly. Its event handlers reduce each event to
 //! a **key** (usually `namespace/name`) and [`add`](WorkQueue::add) it to a [`WorkQueue`]; workers

@@ -1,4 +1,4 @@
-//! [`WorkQueue`]: the deduplicating, delaying, rate-limited queue (spec §1.8 W1-W9).
+//! [`WorkQueue`]: the deduplicating, delaying, rate-limited queue (docs/semantics.md W1-W9).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;

@@ -1,4 +1,4 @@
-//! Rate limiters: how long a failed key waits before it is retried (spec §1.8 W7).
+//! Rate limiters: how long a failed key waits before it is retried (docs/semantics.md W7).
 //!
 //! A [`RateLimiter`] answers one question, "how long should this key wait before its next try?"
 //! ([`RateLimiter::when`]), and keeps whatever per-key or global state it needs to answer it. Each

@@ -12,7 +12,7 @@ use hyper::Method;
 use informer::{Api, Client, DynamicObject, ListParams, WatchParams};
 use serde_json::{Value, json};
 
-use crate::support::{cm_path, configmap, namespace};
+use crate::support::real_apiserver::{cm_path, configmap, namespace};
 
 /// What one server answered to the script, normalized.
 #[derive(Debug)]
@@ -163,7 +163,7 @@ pub async fn run_script(client: &Client) -> Transcript {
     let selected_events = events_until_end(&mut selected).await;
     // A list's own version is the server's current one, which other tests' writes move on the real
     // server: check it is not older than the script's last write, then leave it out.
-    let last = crate::support::rv_of(&answers.last().unwrap().1);
+    let last = crate::support::real_apiserver::rv_of(&answers.last().unwrap().1);
     let mut final_list = send(client, Method::GET, &p(None), None).await;
     let mut first_page = send(client, Method::GET, &format!("{}?limit=2", p(None)), None).await;
     for list in [&mut final_list, &mut first_page] {

@@ -9,6 +9,7 @@
 
 mod differential;
 #[macro_use]
+#[path = "../support/mod.rs"]
 mod support;
 mod many_watches;
 
@@ -24,7 +25,7 @@ use informer::{
     Error, EventHandler, Informer, ListParams, Object, VersionMatch, WatchParams,
 };
 use serde_json::{Value, json};
-use support::*;
+use support::real_apiserver::*;
 
 // ----- TLS and authentication ------------------------------------------------------------------
 

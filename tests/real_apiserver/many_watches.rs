@@ -12,7 +12,7 @@ use informer::{Api, ConfigMap, Informer};
 use serde_json::json;
 use tokio::task::JoinSet;
 
-use crate::support::{self, *};
+use crate::support::real_apiserver::*;
 
 const INFORMERS: usize = 300;
 

@@ -1,4 +1,4 @@
-//! Shared by `tests/informer.rs` and `examples/convergence.rs`: a handler that checks the
+//! Shared by `tests/informer/lifecycle.rs` and `examples/convergence.rs`: a handler that checks the
 //! notification sequence, and one seeded fault scenario against the simulator.
 #![allow(dead_code)]
 

@@ -1,0 +1,402 @@
+//! The informer against the simulator over real HTTP: sync, live changes, handlers (late, slow,
+//! panicking, removed), relists, and a seeded fault-convergence run of 200+ scenarios.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use crate::support::convergence::{
+    ForwardTo, Mirror, client, cm, eventually, options, scenario, server_state, store_state,
+};
+use informer::reflector::ReflectorOptions;
+use informer::sim::Simulator;
+use informer::{Api, ConfigMap, HandlerFns, Informer};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn syncs_follows_changes_and_notifies() {
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..20 {
+        sim.create(
+            "configmaps",
+            Some(if i % 2 == 0 { "a" } else { "b" }),
+            cm("", &format!("c{i}"), 0),
+        )
+        .unwrap();
+    }
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    let mirror = Arc::new(Mirror::default());
+    let m = mirror.clone();
+    let h = inf.add_handler(ForwardTo(m));
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    assert_eq!(store_state(&inf), server_state(&sim));
+    assert!(eventually(60, || inf.handler_has_synced(h)).await);
+    assert_eq!(mirror.initial.load(Ordering::Relaxed), 20);
+
+    sim.patch("configmaps", Some("a"), "c0", &json!({"data": {"v": "1"}}))
+        .unwrap();
+    sim.delete("configmaps", Some("b"), "c1").unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "new", 0))
+        .unwrap();
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(eventually(60, || *mirror.objects.lock().unwrap() == server_state(&sim)).await);
+    assert!(
+        mirror.violations.lock().unwrap().is_empty(),
+        "{:?}",
+        mirror.violations.lock().unwrap()
+    );
+    let got = inf.store().get("a", "c0").unwrap();
+    assert_eq!(got.data["v"], "1");
+    assert_eq!(
+        inf.store().last_applied_resource_version(),
+        sim.resource_version().to_string()
+    );
+    inf.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_handler_gets_the_store_first_then_live_events() {
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..50 {
+        sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 0))
+            .unwrap();
+    }
+    let inf: Informer<ConfigMap> = Informer::new(Api::namespaced(client(&sim), "a"), options());
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    let late = Arc::new(Mirror::default());
+    let id = inf.add_handler(ForwardTo(late.clone()));
+    assert!(eventually(60, || inf.handler_has_synced(id)).await);
+    assert_eq!(late.initial.load(Ordering::Relaxed), 50);
+    sim.delete("configmaps", Some("a"), "c3").unwrap();
+    assert!(eventually(60, || *late.objects.lock().unwrap() == server_state(&sim)).await);
+    assert!(late.violations.lock().unwrap().is_empty());
+    assert!(inf.remove_handler(id));
+    assert!(!inf.remove_handler(id));
+    inf.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_panicking_handlers_do_not_hold_up_the_store_or_others() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "hot", 0))
+        .unwrap();
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    // The slow handler's first update blocks until the test opens the gate: "slow" is then not a
+    // matter of timing under load, it is stuck for as long as the test needs.
+    let gate = Gate::default();
+    let slow_calls = Arc::new(AtomicUsize::new(0));
+    let (s, g) = (slow_calls.clone(), gate.clone());
+    let slow = inf.add_handler(HandlerFns::new().on_update(move |_, _| {
+        s.fetch_add(1, Ordering::Relaxed);
+        g.wait();
+    }));
+    inf.add_handler(HandlerFns::new().on_update(|_, _| panic!("handler bug")));
+    let fast = Arc::new(Mirror::default());
+    inf.add_handler(ForwardTo(fast.clone()));
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    for v in 1..=300 {
+        sim.patch(
+            "configmaps",
+            Some("a"),
+            "hot",
+            &json!({"data": {"v": v.to_string()}}),
+        )
+        .unwrap();
+    }
+    // The store and the fast handler catch up with the last write while the slow one is stuck.
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(eventually(60, || *fast.objects.lock().unwrap() == server_state(&sim)).await);
+    let m = inf.metrics();
+    let slow_metrics = m.handlers.iter().find(|(id, _)| *id == slow).unwrap().1;
+    assert!(
+        slow_metrics.depth <= 1,
+        "one key: at most one waiting notification, got {}",
+        slow_metrics.depth
+    );
+    // Let the slow handler go: it finds one coalesced update waiting, at most.
+    gate.open();
+    assert!(
+        eventually(60, || {
+            let m = inf.metrics();
+            let h = m.handlers.iter().find(|(id, _)| *id == slow).unwrap().1;
+            // Delivered counts the initial add too.
+            h.depth == 0 && h.delivered == slow_calls.load(Ordering::Relaxed) as u64 + 1
+        })
+        .await
+    );
+    assert!(
+        slow_calls.load(Ordering::Relaxed) < 100,
+        "the slow handler got coalesced updates"
+    );
+    assert!(slow_calls.load(Ordering::Relaxed) <= 2);
+    // The panicking handler keeps being called (printing a backtrace can take a while).
+    assert!(
+        eventually(60, || inf
+            .metrics()
+            .handlers
+            .iter()
+            .any(|(_, h)| h.panics > 1))
+        .await
+    );
+    assert!(fast.violations.lock().unwrap().is_empty());
+    inf.stop();
+}
+
+/// A gate handler threads wait at until the test opens it (for good).
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, Condvar)>);
+
+impl Gate {
+    fn wait(&self) {
+        let (open, changed) = &*self.0;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = changed.wait(open).unwrap();
+        }
+    }
+    fn open(&self) {
+        *self.0.0.lock().unwrap() = true;
+        self.0.1.notify_all();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relists_after_expiry_and_falls_back_from_streaming_lists() {
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..10 {
+        sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 0))
+            .unwrap();
+    }
+    sim.faults().disable_watch_list(true);
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    let mirror = Arc::new(Mirror::default());
+    inf.add_handler(ForwardTo(mirror.clone()));
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    let lists = inf.health().lists;
+    // Changes the informer cannot see as events: compact the history, cut the watches.
+    sim.faults().stall_watches();
+    sim.delete("configmaps", Some("a"), "c0").unwrap();
+    sim.patch("configmaps", Some("a"), "c1", &json!({"data": {"v": "9"}}))
+        .unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "c99", 0))
+        .unwrap();
+    sim.compact();
+    sim.faults().resume_watches();
+    sim.faults().inject_410();
+    // The resumed watch can bring the store up to date before the 410 reaches the reflector:
+    // wait for the relist itself, then for the state.
+    assert!(
+        eventually(60, || inf.health().lists > lists).await,
+        "a relist happened"
+    );
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(eventually(60, || *mirror.objects.lock().unwrap() == server_state(&sim)).await);
+    assert!(
+        mirror.violations.lock().unwrap().is_empty(),
+        "{:?}",
+        mirror.violations.lock().unwrap()
+    );
+    inf.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handler_and_index_panics_are_caught_counted_and_reported() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "c1", 0))
+        .unwrap();
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = errors.clone();
+    let inf: Informer<ConfigMap> = Informer::new(
+        Api::all(client(&sim)),
+        ReflectorOptions {
+            on_error: Some(Arc::new(move |err: &informer::Error| {
+                e.lock().unwrap().push(err.to_string())
+            })),
+            ..options()
+        },
+    );
+    // An index function that panics on objects named "bad", a handler that panics on them too.
+    inf.store()
+        .add_index(
+            "by-v",
+            Arc::new(|o: &ConfigMap| {
+                assert!(o.metadata.name != "bad", "index bug");
+                vec![o.data.get("v").cloned().unwrap_or_default()]
+            }),
+        )
+        .unwrap();
+    inf.add_handler(
+        HandlerFns::new()
+            .on_add(|o: &Arc<ConfigMap>, _| assert!(o.metadata.name != "bad", "handler bug")),
+    );
+    let mirror = Arc::new(Mirror::default());
+    inf.add_handler(ForwardTo(mirror.clone()));
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    sim.create("configmaps", Some("a"), cm("a", "bad", 1))
+        .unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "c2", 2))
+        .unwrap();
+    // The informer keeps going: the store, and the other handler, see every object.
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(eventually(60, || *mirror.objects.lock().unwrap() == server_state(&sim)).await);
+    assert!(
+        eventually(60, || inf
+            .metrics()
+            .handlers
+            .iter()
+            .any(|(_, h)| h.panics == 1))
+        .await
+    );
+    let m = inf.metrics();
+    assert_eq!(m.index_panics, 1, "one index call panicked");
+    assert_eq!(inf.store().index_keys("by-v", "2").unwrap(), ["a/c2"]);
+    assert!(
+        inf.store().get("a", "bad").is_some(),
+        "stored, only left out of the index"
+    );
+    let errors = errors.lock().unwrap().clone();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("index function \"by-v\", on a/bad panicked")
+                && e.contains("index bug")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("on_add of a/bad panicked") && e.contains("handler bug")),
+        "{errors:?}"
+    );
+    inf.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resync_period_of_zero_means_never() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "c1", 0))
+        .unwrap();
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    let updates = Arc::new(AtomicUsize::new(0));
+    let u = updates.clone();
+    let id = inf.add_handler_with_resync(
+        HandlerFns::new().on_update(move |_, _| {
+            u.fetch_add(1, Ordering::Relaxed);
+        }),
+        Duration::ZERO,
+    );
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    assert!(eventually(60, || inf.handler_has_synced(id)).await);
+    // One real change: the handler hears of it, and of nothing else (a zero period used to resync
+    // in a loop, flooding the handler with updates).
+    sim.patch("configmaps", Some("a"), "c1", &json!({"data": {"v": "1"}}))
+        .unwrap();
+    assert!(eventually(60, || updates.load(Ordering::Relaxed) >= 1).await);
+    let delivered = |inf: &Informer<ConfigMap>| inf.metrics().handlers[0].1.delivered;
+    assert_eq!(updates.load(Ordering::Relaxed), 1);
+    assert_eq!(delivered(&inf), 2, "the initial add and the one update");
+    inf.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recovers_from_an_in_stream_429_html_errors_and_a_bogus_200() {
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..5 {
+        sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 0))
+            .unwrap();
+    }
+    let errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let e = errors.clone();
+    let inf: Informer<ConfigMap> = Informer::new(
+        Api::all(client(&sim)),
+        ReflectorOptions {
+            on_error: Some(Arc::new(move |err: &informer::Error| {
+                e.lock().unwrap().push(err.to_string())
+            })),
+            ..options()
+        },
+    );
+    let mirror = Arc::new(Mirror::default());
+    inf.add_handler(ForwardTo(mirror.clone()));
+    inf.start();
+    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    assert!(
+        eventually(60, || inf.health().phase
+            == informer::reflector::Phase::Watching)
+        .await
+    );
+    // 429 in the stream: watch again from the same version, no relist.
+    let lists = inf.health().lists;
+    sim.faults().inject_429();
+    sim.delete("configmaps", Some("a"), "c0").unwrap();
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(
+        eventually(60, || errors
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains("429")))
+        .await
+    );
+    assert_eq!(inf.health().lists, lists, "no relist after a 429");
+    // A proxy's HTML 502s and a bogus 200 `{}` on the way back after a relist.
+    sim.faults().fail_next_html(2, 502);
+    sim.faults().answer_next_with_empty_object(1);
+    sim.faults().inject_410();
+    sim.patch("configmaps", Some("a"), "c1", &json!({"data": {"v": "9"}}))
+        .unwrap();
+    assert!(eventually(60, || inf.health().lists > lists).await);
+    assert!(eventually(60, || store_state(&inf) == server_state(&sim)).await);
+    assert!(eventually(60, || *mirror.objects.lock().unwrap() == server_state(&sim)).await);
+    assert!(mirror.violations.lock().unwrap().is_empty());
+    let errors = errors.lock().unwrap().clone();
+    assert!(errors.iter().any(|e| e.contains("HTTP 502")), "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("not a ConfigMapList") || e.contains("cannot decode")),
+        "{errors:?}"
+    );
+    inf.stop();
+}
+
+async fn scenarios(from: u64, count: u64) {
+    let sim = Simulator::builder()
+        .seed(from)
+        .bookmark_interval(Duration::from_millis(200))
+        .start()
+        .await
+        .unwrap();
+    let mut failures = Vec::new();
+    for seed in from..from + count {
+        if let Err(e) = scenario(&sim, seed).await {
+            failures.push(e);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} scenarios diverged: {failures:#?}",
+        failures.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_convergence_scenarios_0_to_69() {
+    scenarios(0, 70).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_convergence_scenarios_70_to_139() {
+    scenarios(70, 70).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fault_convergence_scenarios_140_to_209() {
+    scenarios(140, 70).await;
+}

@@ -1,0 +1,10 @@
+//! The reflector, the informer, the informer-driven controller and service discovery, against the
+//! simulator or a scripted server over real loopback HTTP.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod controller;
+mod discovery;
+mod lifecycle;
+mod reflector;

@@ -1,0 +1,435 @@
+//! The frame decoder and event decoder on real apiserver bytes, cut in every possible way.
+
+use crate::support::raw_server::{capture, fixture};
+use informer::frame::FrameDecoder;
+use informer::watch::{EventDecoder, WatchEvent, decode_event};
+use informer::{DynamicObject, EndpointSlice, Endpoints, Error, Pod};
+
+const WATCH_CAPTURES: &[&str] = &[
+    "wire/real-1.20-watch-endpoints-from-list-rv.http",
+    "wire/real-1.20-watch-endpoints-replay-split-chunks.http",
+    "wire/real-1.20-watch-endpoints-labelselector-no-rv.http",
+    "wire/real-1.20-watch-endpoints-fieldselector-all-ns.http",
+    "wire/real-1.20-watch-endpoints-rv0-initial-state.http",
+    "wire/real-1.20-watch-endpoints-rv-too-old-410.http",
+    "wire/real-1.20-watch-endpoints-rv-in-future-empty.http",
+];
+
+const EVENT_LINES: &[&str] = &[
+    "wire/real-1.20-watch-events.jsonl",
+    "wire/real-1.20-watch-events-labelselector.jsonl",
+    "wire/public-endpoints-watch-gke-2015.jsonl",
+    "wire/public-endpointslice-watch-added-tke-2023.jsonl",
+];
+
+/// Frames of `chunks` pushed one after another; panics on any error.
+fn frames_of(chunks: &[&[u8]]) -> Vec<Vec<u8>> {
+    let mut dec = FrameDecoder::new();
+    let mut out = Vec::new();
+    for c in chunks {
+        dec.push(c);
+        while let Some(f) = dec.next_frame().unwrap() {
+            out.push(f.bytes.to_vec());
+        }
+    }
+    if let Some(f) = dec.finish().unwrap() {
+        out.push(f.bytes.to_vec());
+    }
+    out
+}
+
+fn all_streams() -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = WATCH_CAPTURES
+        .iter()
+        .map(|n| (n.to_string(), capture(n).body))
+        .collect();
+    v.extend(EVENT_LINES.iter().map(|n| (n.to_string(), fixture(n))));
+    v
+}
+
+#[test]
+fn every_cut_of_every_capture_gives_the_same_frames() {
+    for (name, body) in all_streams() {
+        let whole = frames_of(&[&body]);
+        let lines = body
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        assert_eq!(
+            whole.len(),
+            lines,
+            "{name}: one frame per line in compact output"
+        );
+        for cut in 0..=body.len() {
+            assert_eq!(
+                frames_of(&[&body[..cut], &body[cut..]]),
+                whole,
+                "{name} cut at {cut}"
+            );
+        }
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(frames_of(&bytes), whole, "{name} in 1-byte chunks");
+    }
+}
+
+#[test]
+fn the_servers_own_chunking_gives_the_same_frames() {
+    // The replay capture has 2 KiB chunks that cut JSON mid-token, several events per chunk.
+    for name in WATCH_CAPTURES {
+        let c = capture(name);
+        let chunks: Vec<&[u8]> = c.chunks.iter().map(Vec::as_slice).collect();
+        assert_eq!(frames_of(&chunks), frames_of(&[&c.body]), "{name}");
+    }
+}
+
+#[test]
+fn separators_do_not_matter() {
+    let body = fixture("wire/real-1.20-watch-events.jsonl");
+    let reference = frames_of(&[&body]);
+    let lines: Vec<&[u8]> = body
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    for sep in [&b""[..], b"\r\n", b" ", b"\n\n\t ", b"\r\n\r\n"] {
+        let mut joined = b"  \r\n\t".to_vec(); // leading whitespace
+        for l in &lines {
+            joined.extend_from_slice(l);
+            joined.extend_from_slice(sep);
+        }
+        assert_eq!(frames_of(&[&joined]), reference, "separator {sep:?}");
+        // every cut of the no-newline variant too
+        for cut in (0..joined.len()).step_by(7) {
+            assert_eq!(frames_of(&[&joined[..cut], &joined[cut..]]), reference);
+        }
+    }
+}
+
+#[test]
+fn pretty_printed_status_is_one_frame() {
+    let pretty = b"{\n  \"kind\": \"Status\",\n  \"apiVersion\": \"v1\",\n  \"metadata\": {},\n  \"status\": \"Failure\",\n  \"message\": \"too old resource version: 1 (90)\",\n  \"reason\": \"Expired\",\n  \"code\": 410\n}\n";
+    let mut event = b"{\"type\":\"ERROR\",\n\"object\": ".to_vec();
+    event.extend_from_slice(pretty);
+    event.extend_from_slice(b"}\n");
+    let frames = frames_of(&[&event]);
+    assert_eq!(frames.len(), 1);
+    let f = informer::frame::Frame {
+        bytes: frames[0].clone().into(),
+        offset: 0,
+    };
+    match decode_event::<Endpoints>(&f).unwrap() {
+        WatchEvent::Error(s) => {
+            assert!(s.is_expired());
+            assert_eq!(s.message, "too old resource version: 1 (90)");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn decode_all<T: informer::Object>(body: &[u8]) -> Vec<WatchEvent<T>> {
+    let mut dec = FrameDecoder::new();
+    dec.push(body);
+    let mut out = Vec::new();
+    while let Some(f) = dec.next_frame().unwrap() {
+        out.push(decode_event::<T>(&f).unwrap_or_else(|e| panic!("{e}")));
+    }
+    out
+}
+
+#[test]
+fn real_events_decode_typed_dynamic_and_metadata_only() {
+    let endpoints = decode_all::<Endpoints>(&capture(WATCH_CAPTURES[0]).body);
+    let kinds: Vec<&str> = endpoints
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED", "BOOKMARK"
+        ]
+    );
+    let rvs: Vec<&str> = endpoints
+        .iter()
+        .filter_map(|e| e.resource_version())
+        .collect();
+    assert_eq!(
+        rvs,
+        ["80", "81", "82", "83", "84", "84"],
+        "DELETED carries the deletion RV"
+    );
+
+    // The same bytes as dynamic objects keep every field.
+    let dynamic = decode_all::<DynamicObject>(&capture(WATCH_CAPTURES[0]).body);
+    match &dynamic[0] {
+        WatchEvent::Added(o) => {
+            assert!(o.data.contains_key("subsets"));
+            assert!(o.metadata.managed_fields.is_some());
+        }
+        other => panic!("{other:?}"),
+    }
+    let meta_only = decode_all::<informer::PartialObjectMetadata>(&capture(WATCH_CAPTURES[0]).body);
+    assert_eq!(meta_only.len(), 6);
+
+    // Pods, including the bookmark with a zero-valued spec ("containers":null).
+    let pods: Vec<WatchEvent<Pod>> = fixture("wire/real-1.20-watch-events.jsonl")
+        .split(|&b| b == b'\n')
+        .filter(|l| l.windows(11).any(|w| w == b"\"kind\":\"Pod"))
+        .flat_map(decode_all::<Pod>)
+        .collect();
+    assert!(pods.iter().any(|e| matches!(e, WatchEvent::Bookmark(_))));
+    assert!(pods.iter().any(|e| matches!(e, WatchEvent::Deleted(_))));
+
+    // The v1 EndpointSlice from a public cluster.
+    let slices = decode_all::<EndpointSlice>(&fixture(
+        "wire/public-endpointslice-watch-added-tke-2023.jsonl",
+    ));
+    match &slices[0] {
+        WatchEvent::Added(s) => {
+            assert_eq!(s.endpoints[0].zone.as_deref(), Some("540001"));
+            assert_eq!(s.endpoints[0].conditions.serving, Some(true));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_expired_error_event_and_the_etcd2_error_without_code() {
+    let events = decode_all::<Endpoints>(
+        &capture("wire/real-1.20-watch-endpoints-rv-too-old-410.http").body,
+    );
+    match &events[..] {
+        [WatchEvent::Error(s)] => {
+            assert_eq!((s.code, s.reason.as_str()), (410, "Expired"));
+            assert!(s.is_expired());
+        }
+        other => panic!("{other:?}"),
+    }
+    let old = decode_all::<Endpoints>(&fixture("wire/public-endpoints-watch-gke-2015.jsonl"));
+    match old.last().unwrap() {
+        WatchEvent::Error(s) => {
+            assert_eq!(s.code, 0);
+            assert!(s.message.contains("outdated"));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn object_before_type_decodes_the_same() {
+    let f = informer::frame::Frame {
+        bytes: r#"{"object":{"metadata":{"name":"a","resourceVersion":"9"}},"type":"MODIFIED","extra":[1,{"x":2}]}"#.into(),
+        offset: 0,
+    };
+    match decode_event::<Pod>(&f).unwrap() {
+        WatchEvent::Modified(p) => assert_eq!(p.metadata.resource_version, "9"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bad_frames_give_typed_errors_with_offsets_and_the_stream_goes_on() {
+    let body = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n<html>502</html>\n{\"type\":\"NOPE\",\"object\":{}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}\n[1]\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"b\"}}}\n";
+    let mut dec = FrameDecoder::new();
+    dec.push(body);
+    let mut results = Vec::new();
+    while let Some(f) = dec.next_frame().unwrap() {
+        results.push(decode_event::<Pod>(&f));
+    }
+    assert!(dec.finish().unwrap().is_none());
+    assert!(matches!(results[0], Ok(WatchEvent::Added(_))));
+    match &results[1] {
+        Err(Error::Decode {
+            offset, excerpt, ..
+        }) => {
+            assert_eq!(*offset, 52, "offset of the garbage in the stream");
+            assert!(excerpt.contains("html"), "{excerpt}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let msg = results[2].as_ref().unwrap_err().to_string();
+    assert!(
+        msg.contains("unknown variant") && msg.contains("NOPE"),
+        "{msg}"
+    );
+    assert!(
+        matches!(results[3], Err(Error::Decode { .. })),
+        "wrong field type"
+    );
+    assert!(
+        matches!(results[4], Err(Error::Decode { .. })),
+        "not an object"
+    );
+    assert!(matches!(
+        results.last().unwrap(),
+        Ok(WatchEvent::Deleted(_))
+    ));
+}
+
+#[test]
+fn truncated_stream_is_unexpected_eof_at_every_cut() {
+    let body = capture(WATCH_CAPTURES[0]).body;
+    // Where each complete frame ends: a cut there (plus any whitespace) is a clean end.
+    let mut dec = FrameDecoder::new();
+    dec.push(&body);
+    let mut ends = vec![0];
+    while let Some(f) = dec.next_frame().unwrap() {
+        ends.push(f.offset as usize + f.bytes.len());
+    }
+    for cut in 0..body.len() {
+        let mut dec = FrameDecoder::new();
+        dec.push(&body[..cut]);
+        while dec.next_frame().unwrap().is_some() {}
+        let trimmed = body[..cut]
+            .iter()
+            .rposition(|b| !b.is_ascii_whitespace())
+            .map_or(0, |i| i + 1);
+        let at_boundary = ends.contains(&trimmed);
+        match dec.finish() {
+            Ok(None) => assert!(at_boundary, "clean end claimed at {cut}"),
+            Err(Error::UnexpectedEof { buffered }) => {
+                assert!(!at_boundary && buffered > 0, "cut {cut}")
+            }
+            other => panic!("cut {cut}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn frame_over_the_limit_is_skipped_and_memory_stays_bounded() {
+    // a 17 MiB event, then a normal one (client-go T10)
+    let mut big =
+        b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"big\"},\"data\":{\"k\":\""
+            .to_vec();
+    big.extend(std::iter::repeat_n(b'x', 17 << 20));
+    big.extend_from_slice(
+        b"\"}}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"next\"}}}\n",
+    );
+    let mut dec = FrameDecoder::new();
+    let mut errors = 0;
+    let mut events = Vec::new();
+    let mut peak = 0;
+    for chunk in big.chunks(64 * 1024) {
+        dec.push(chunk);
+        loop {
+            match dec.next_frame() {
+                Ok(Some(f)) => events.push(decode_event::<DynamicObject>(&f).unwrap()),
+                Ok(None) => break,
+                Err(Error::FrameTooLarge { limit }) => {
+                    assert_eq!(limit, 16 << 20);
+                    errors += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        peak = peak.max(dec.buffered());
+    }
+    assert_eq!(errors, 1);
+    assert!(peak <= (16 << 20) + 64 * 1024, "peak buffered {peak}");
+    match &events[..] {
+        [WatchEvent::Deleted(o)] => assert_eq!(o.metadata.name, "next"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn large_realistic_objects_decode() {
+    let slice: EndpointSlice =
+        serde_json::from_slice(&fixture("endpointslice-100-endpoints.json")).unwrap();
+    assert_eq!(slice.endpoints.len(), 100);
+    let pod: Pod = serde_json::from_slice(&fixture("pod-managedfields.json")).unwrap();
+    let entries: Vec<serde_json::Value> = pod.metadata.managed_fields.unwrap().parse().unwrap();
+    assert_eq!(entries.len(), 2);
+}
+
+/// Everything an [`EventDecoder`] yields for `chunks` pushed in turn, errors as their messages.
+fn events_of<T: informer::Object>(
+    chunks: &[&[u8]],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    let mut dec = EventDecoder::<T>::with_max_frame(limit);
+    let mut out = Vec::new();
+    for c in chunks {
+        dec.push(c);
+        loop {
+            match dec.next_event() {
+                Ok(Some(e)) => out.push(Ok(e)),
+                Ok(None) => break,
+                Err(e) => out.push(Err(e.to_string())),
+            }
+        }
+    }
+    match dec.finish() {
+        Ok(Some(e)) => out.push(Ok(e)),
+        Ok(None) => {}
+        Err(e) => out.push(Err(e.to_string())),
+    }
+    out
+}
+
+/// The same through the two steps the event decoder fuses: frame, then decode each frame.
+fn framed_then_decoded<T: informer::Object>(
+    body: &[u8],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    let mut dec = FrameDecoder::with_max_frame(limit);
+    dec.push(body);
+    let mut out = Vec::new();
+    loop {
+        match dec.next_frame() {
+            Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| e.to_string())),
+            Ok(None) => break,
+            Err(e) => out.push(Err(e.to_string())),
+        }
+    }
+    match dec.finish() {
+        Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| e.to_string())),
+        Ok(None) => {}
+        Err(e) => out.push(Err(e.to_string())),
+    }
+    out
+}
+
+#[test]
+fn the_event_decoder_equals_framing_then_decoding_at_every_cut() {
+    for (name, body) in all_streams() {
+        let reference = framed_then_decoded::<DynamicObject>(&body, 1 << 20);
+        assert!(reference.iter().all(Result::is_ok), "{name}");
+        for cut in 0..=body.len() {
+            assert_eq!(
+                events_of::<DynamicObject>(&[&body[..cut], &body[cut..]], 1 << 20),
+                reference,
+                "{name} cut at {cut}"
+            );
+        }
+        let bytes: Vec<&[u8]> = body.chunks(1).collect();
+        assert_eq!(
+            events_of(&bytes, 1 << 20),
+            reference,
+            "{name} in 1-byte chunks"
+        );
+    }
+}
+
+#[test]
+fn the_event_decoder_reports_the_same_errors_at_the_same_offsets() {
+    // Garbage, a wrong type, an unknown event type, a pretty-printed event (newlines inside the
+    // value), an event over the limit, a bare scalar, and an event cut by the end of the stream.
+    let body = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n<html>502</html>\n{\"type\":\"NOPE\",\"object\":{}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}\n{\n \"type\": \"MODIFIED\",\n \"object\": {\"metadata\": {\"name\": \"p\"}}\n}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"way-too-long-for-the-limit-of-this-test\"}}}\n[1]\n7\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"b\"}}}\n{\"type\":\"ADDED\",\"obj";
+    let reference = framed_then_decoded::<Pod>(body, 80);
+    let errors = reference.iter().filter(|r| r.is_err()).count();
+    assert_eq!(errors, 7, "{reference:#?}");
+    assert!(matches!(reference[4], Ok(WatchEvent::Modified(_))));
+    for cut in 0..=body.len() {
+        assert_eq!(
+            events_of::<Pod>(&[&body[..cut], &body[cut..]], 80),
+            reference,
+            "cut at {cut}"
+        );
+    }
+}
