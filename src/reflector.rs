@@ -512,10 +512,19 @@ impl<T: Object + Clone> Reflector<T> {
         }
         let list_rv = list_rv.unwrap_or_default();
         tracing::info!(resource_version = %list_rv, "listed");
+        // Recorded before the list can complete in the fifo: whoever sees the sync (kwatch's
+        // SYNCED line) reads this list's summary from the health, never the one before.
+        self.listed(list_rv.clone(), listed_objects);
         if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
             return State::Stopped;
         }
-        self.listed(list_rv, listed_objects);
+        // The first sync: the watch opens once the consumer has processed the list, so the synced
+        // state is exactly the list's (no event merged into a listed object before it is handed
+        // out) and the list's decode has the CPU to itself. Nothing is missed: the watch starts
+        // from the list's resourceVersion.
+        if !self.fifo.has_synced() && !self.fifo.wait_synced().await {
+            return State::Stopped;
+        }
         State::Watch
     }
 
@@ -637,13 +646,14 @@ impl<T: Object + Clone> Reflector<T> {
                                 && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
                         }
                         RawEvent::Decoded(WatchEvent::Bookmark(b)) if b.is_initial_events_end() => {
-                            if !self.flush_pages(&mut raw_page, &mut page).await
-                                || !self.fifo.end_relist()
-                                || !self.fifo.bookmark(&b.resource_version)
-                            {
+                            if !self.flush_pages(&mut raw_page, &mut page).await {
                                 return State::Stopped;
                             }
-                            self.listed(b.resource_version, listed_objects);
+                            // Before the list can complete in the fifo (see `list`).
+                            self.listed(b.resource_version.clone(), listed_objects);
+                            if !self.fifo.end_relist() || !self.fifo.bookmark(&b.resource_version) {
+                                return State::Stopped;
+                            }
                             // The first sync: the events that follow wait in the socket until the
                             // consumer has processed the list, as they would before a LIST's watch
                             // opens. Reading them now would only take CPU from the list's decode
