@@ -131,11 +131,15 @@ impl Mirror {
             .collect()
     }
 
-    fn has_synced(&self) -> bool {
-        self.services.has_synced()
-            && self.slices.has_synced()
-            && self.pods.has_synced()
-            && self.discovery.has_synced(NAMESPACE)
+    /// Waits (woken by the informers, no polling) until every informer and discovery synced, at
+    /// most `timeout`; returns whether they did.
+    async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        self.services.wait_for_sync(left()).await
+            && self.slices.wait_for_sync(left()).await
+            && self.pods.wait_for_sync(left()).await
+            && self.discovery.wait_for_sync(NAMESPACE, left()).await
     }
 
     fn metrics(&self) -> [InformerMetrics; 3] {
@@ -439,13 +443,10 @@ pub async fn run(args: DemoArgs) -> CliResult {
 
     let started = Instant::now();
     let mirror = Mirror::start(client);
-    while !mirror.has_synced() {
-        if started.elapsed() > super::connect::SYNC_TIMEOUT {
-            return Err(CliError::Runtime(
-                "the demo's informers did not sync".into(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    if !mirror.wait_for_sync(super::connect::SYNC_TIMEOUT).await {
+        return Err(CliError::Runtime(
+            "the demo's informers did not sync".into(),
+        ));
     }
     let sync_time = started.elapsed();
     if !tty {

@@ -151,6 +151,9 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
     loop {
         tokio::select! {
             n = rx.recv() => first = n,
+            // Woken by the informer the moment the handler has synced.
+            _ = informer.wait_for_handler_sync(id, Duration::MAX), if !sync_observed => {}
+            // Error reporting and `--max-events` look at the counters now and then.
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             _ = &mut ctrl_c => break,
         }

@@ -8,7 +8,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
-use std::time::Duration;
 
 use hashbrown::HashTable;
 use tokio::sync::{Notify, watch};
@@ -107,6 +106,22 @@ impl Watch {
             && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
             && self.services.as_ref().is_none_or(|i| i.has_synced())
             && self.pods.as_ref().is_none_or(|i| i.has_synced())
+    }
+
+    /// Completes once every informer has synced (each wakes its waiter when it does).
+    async fn synced(&self) {
+        if let Some(i) = &self.slices {
+            i.synced().await;
+        }
+        if let Some(i) = &self.endpoints {
+            i.synced().await;
+        }
+        if let Some(i) = &self.services {
+            i.synced().await;
+        }
+        if let Some(i) = &self.pods {
+            i.synced().await;
+        }
     }
 }
 
@@ -325,6 +340,11 @@ impl Cache {
         self.watch(namespace).has_synced()
     }
 
+    /// Completes once the informers serving `namespace` have synced.
+    pub(crate) async fn synced(&self, namespace: &str) {
+        self.watch(namespace).synced().await
+    }
+
     pub(crate) async fn wait_first_compute(
         &self,
         namespace: &str,
@@ -401,9 +421,7 @@ impl Cache {
         let me = self.me.clone();
         let w = watch.clone();
         self.runtime.spawn(async move {
-            while !w.has_synced() {
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            w.synced().await;
             let Some(cache) = me.upgrade() else { return };
             // Before the full computation: events handled from now on recompute themselves, and
             // the ones handled before are already in the stores the computation reads.

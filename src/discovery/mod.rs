@@ -384,11 +384,12 @@ impl Discovery {
     /// ```
     pub async fn wait_for_sync(&self, namespace: &str, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
-        while !self.has_synced(namespace) {
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        // Woken by the informers as they sync: no polling.
+        if tokio::time::timeout_at(deadline, self.cache.synced(namespace))
+            .await
+            .is_err()
+        {
+            return false;
         }
         // The first full computation runs right after the sync; wait for it too.
         self.cache.wait_first_compute(namespace, deadline).await

@@ -1,7 +1,7 @@
 //! [`InformerController`]: a [`Controller`] fed by shared informers, reconciling from their store.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,15 +13,13 @@ use crate::{Object, Resource};
 
 use super::{Action, Controller, RunSummary, WorkQueue};
 
-/// How often `run` looks at the informers' sync state before starting the workers.
-const SYNC_POLL: Duration = Duration::from_millis(10);
-
 /// Registers one handler on one informer when `run` starts.
 type Source = Box<dyn FnOnce(&WorkQueue<String>) -> Registered + Send>;
 
-/// A handler registered by `run`: whether it has synced, and how to remove it.
+/// A handler registered by `run`: a future that completes once it has synced, and how to remove
+/// it.
 struct Registered {
-    synced: Box<dyn Fn() -> bool + Send + Sync>,
+    synced: Pin<Box<dyn Future<Output = ()> + Send>>,
     remove: Box<dyn FnOnce() + Send + Sync>,
 }
 
@@ -170,7 +168,7 @@ impl<T: Object + Clone> InformerController<T> {
                 });
                 let synced = informer.clone();
                 Registered {
-                    synced: Box::new(move || synced.handler_has_synced(id)),
+                    synced: Box::pin(async move { synced.handler_synced(id).await }),
                     remove: Box::new(move || {
                         informer.remove_handler(id);
                     }),
@@ -290,12 +288,14 @@ impl<T: Object + Clone> InformerController<T> {
         } = self;
         let queue = controller.queue().clone();
         // Removed from the informers when `run` ends, or when its future is dropped.
-        let handlers = Handlers(sources.into_iter().map(|add| add(&queue)).collect());
+        let mut handlers = Handlers(sources.into_iter().map(|add| add(&queue)).collect());
 
         let mut shutdown = pin!(shutdown);
+        // Each future is woken by its informer when it syncs or its handler finishes the initial
+        // list; both only ever turn true, so waiting for them one after the other waits for all.
         let synced = async {
-            while !handlers.synced() {
-                tokio::time::sleep(SYNC_POLL).await;
+            for handler in &mut handlers.0 {
+                handler.synced.as_mut().await;
             }
         };
         tokio::select! {
@@ -314,12 +314,6 @@ impl<T: Object + Clone> InformerController<T> {
 
 /// The handlers one `run` registered.
 struct Handlers(Vec<Registered>);
-
-impl Handlers {
-    fn synced(&self) -> bool {
-        self.0.iter().all(|handler| (handler.synced)())
-    }
-}
 
 impl Drop for Handlers {
     fn drop(&mut self) {
