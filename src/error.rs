@@ -71,6 +71,9 @@ pub enum Error {
     /// A namespace or object name that the apiserver would refuse, or that could reach another
     /// path than the one meant (`../secrets`, `a/b`, `%2e%2e`); the request was not sent.
     InvalidName(String),
+    /// No resource type the server serves answers to that name, or the one that does cannot be
+    /// listed and watched ([`Client::resolve_resource`](crate::Client::resolve_resource)).
+    UnknownResource(String),
     /// A user callback (an event handler or an index function) panicked. The panic was caught and
     /// counted; the informer goes on.
     Panicked {
@@ -202,6 +205,7 @@ impl fmt::Display for Error {
             }
             Error::Config(m) => write!(f, "configuration error: {m}"),
             Error::InvalidName(m) => write!(f, "invalid name: {m}"),
+            Error::UnknownResource(m) => write!(f, "{m}"),
         }
     }
 }

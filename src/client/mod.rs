@@ -25,6 +25,7 @@
 mod params;
 mod pool;
 mod proxy;
+mod resources;
 mod tls;
 
 use std::marker::PhantomData;

@@ -26,7 +26,6 @@ use crate::frame::DEFAULT_MAX_FRAME_BYTES;
 pub mod exec;
 pub mod incluster;
 pub mod kubeconfig;
-mod rfc3339;
 mod token_file;
 
 pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};

@@ -78,6 +78,7 @@ mod merge;
 mod persist;
 mod snapshot;
 mod subscribe;
+mod view;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,6 +90,7 @@ pub use snapshot::{
     diff,
 };
 pub use subscribe::{Change, Subscription};
+pub use view::{ServiceView, port_names};
 
 use crate::client::Client;
 use crate::informer::InformerFactory;

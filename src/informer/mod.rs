@@ -22,6 +22,7 @@
 //! # }
 //! ```
 
+mod dynamic;
 mod factory;
 mod handler;
 

@@ -9,6 +9,7 @@ mod kinds;
 pub(crate) mod meta;
 mod resource;
 mod status;
+pub mod time;
 
 pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use kinds::*;
