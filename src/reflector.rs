@@ -132,16 +132,10 @@ impl Default for BackoffOptions {
     }
 }
 
-/// Jittered exponential backoff with a periodic reset.
-///
-/// ```
-/// use informer::reflector::{Backoff, BackoffOptions};
-/// let mut b = Backoff::new(BackoffOptions { jitter: 0.0, ..Default::default() }, 1);
-/// let delays: Vec<f64> = (0..8).map(|_| b.next_delay().as_secs_f64()).collect();
-/// assert_eq!(delays, [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]);
-/// ```
+/// Jittered exponential backoff with a periodic reset (the reflector's; tuned through
+/// [`BackoffOptions`]).
 #[derive(Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     options: BackoffOptions,
     current: Duration,
     last_reset: Instant,
@@ -150,7 +144,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A backoff with its own random generator, seeded for reproducible tests.
-    pub fn new(options: BackoffOptions, seed: u64) -> Backoff {
+    pub(crate) fn new(options: BackoffOptions, seed: u64) -> Backoff {
         Backoff {
             current: options.initial,
             options,
@@ -160,7 +154,7 @@ impl Backoff {
     }
 
     /// The next delay.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         if self.last_reset.elapsed() > self.options.reset_after {
             self.current = self.options.initial;
             self.last_reset = Instant::now();
@@ -962,4 +956,22 @@ fn is_refused(e: &Error) -> bool {
         cause = c.source();
     }
     false
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::{Backoff, BackoffOptions};
+
+    #[test]
+    fn doubles_up_to_the_maximum() {
+        let mut b = Backoff::new(
+            BackoffOptions {
+                jitter: 0.0,
+                ..Default::default()
+            },
+            1,
+        );
+        let delays: Vec<f64> = (0..8).map(|_| b.next_delay().as_secs_f64()).collect();
+        assert_eq!(delays, [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]);
+    }
 }

@@ -9,8 +9,9 @@ use std::path::Path;
 use std::process::Command;
 
 use config_support::{Certs, TempDir, b64};
+use informer::config::Auth;
 use informer::config::{Kubeconfig, KubeconfigOptions};
-use informer::{Auth, Config, Error};
+use informer::{Config, Error};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 

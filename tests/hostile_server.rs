@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use common::{Body, RawServer, Reply};
 use informer::fifo::Delta;
+use informer::fifo::DeltaFifo;
 use informer::reflector::{
     BackoffOptions, ErrorCallback, Health, ListSummary, Reflector, ReflectorOptions,
 };
 use informer::store::Store;
-use informer::{Api, ConfigMap, DeltaFifo, Error};
+use informer::{Api, ConfigMap, Error};
 use tokio::time::Instant;
 
 fn status(code: u16, reason: &str, message: &str) -> String {

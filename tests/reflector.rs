@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{Body, RawServer, Reply};
+use informer::fifo::DeltaFifo;
 use informer::reflector::{BackoffOptions, Reflector, ReflectorOptions};
 use informer::store::Store;
-use informer::{Api, ConfigMap, DeltaFifo};
+use informer::{Api, ConfigMap};
 
 fn options() -> ReflectorOptions {
     ReflectorOptions {

@@ -3,8 +3,8 @@
 //! [`Subscription`] reports a change.
 //!
 //! kwatch does not merge slices itself: every instance, condition, state and revision printed here
-//! is the library's [`Snapshot`], read with [`Discovery::instances`] and followed with
-//! [`Discovery::subscribe`]. Discovery runs with
+//! is the library's [`Snapshot`], read with [`ServiceDiscovery::instances`] and followed with
+//! [`ServiceDiscovery::subscribe`]. ServiceDiscovery runs with
 //! [`include_not_ready`](informer::discovery::DiscoveryOptions::include_not_ready) on, so endpoints
 //! that are not ready are listed too (flagged `ready: false`); the state is the library's: `Ready`
 //! when at least one instance is usable.
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 pub use informer::discovery::port_names;
 use informer::discovery::{
-    Discovery, DiscoveryOptions, Instance, ServiceState, ServiceView, Subscription,
+    DiscoveryOptions, Instance, ServiceDiscovery, ServiceState, ServiceView, Subscription,
 };
 use informer::informer::InformerFactory;
 use informer::reflector::ReflectorOptions;
@@ -101,7 +101,7 @@ impl View {
 }
 
 /// The library's [`ServiceView`] of `namespace/name` over `ports`, as printed.
-pub fn lookup(discovery: &Discovery, namespace: &str, name: &str, ports: &[String]) -> View {
+pub fn lookup(discovery: &ServiceDiscovery, namespace: &str, name: &str, ports: &[String]) -> View {
     discovery.service_view(namespace, name, ports).into()
 }
 
@@ -125,7 +125,7 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
             ..connect::reflector_options()
         },
     ));
-    let discovery = Discovery::with_factory(client, factory.clone(), discovery_options());
+    let discovery = ServiceDiscovery::with_factory(client, factory.clone(), discovery_options());
     let what = format!("service {namespace}/{name}");
     errors
         .wait_for_sync(

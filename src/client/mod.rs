@@ -47,9 +47,10 @@ pub use proxy::{ProxyUrl, redact_userinfo};
 
 use crate::config::{Auth, Config};
 use crate::error::{Error, Result, excerpt};
+use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
 use crate::watch::{WatchStream, decode_error};
-use crate::{ApiResource, ListMeta, Object, Resource, Status};
+use crate::{ApiResource, Object, Resource, Status};
 
 /// Largest error body read to build an error message.
 const MAX_ERROR_BODY: usize = 64 * 1024;

@@ -36,7 +36,7 @@ pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
 /// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
 ///
 /// ```
-/// let s = informer::Secret::new("hunter2");
+/// let s = informer::config::Secret::new("hunter2");
 /// assert_eq!(format!("{s:?}"), "Secret([redacted])");
 /// assert_eq!(s.to_string(), "[redacted]");
 /// assert_eq!(s.expose(), "hunter2");
@@ -200,7 +200,7 @@ pub struct TlsConfig {
 /// ```
 /// let mut config = informer::Config::new("https://k:6443".parse().unwrap());
 /// config.proxy_url = Some("http://me:s3cret@proxy:3128".parse().unwrap());
-/// config.auth = informer::Auth::Bearer(informer::Secret::new("t0ken"));
+/// config.auth = informer::config::Auth::Bearer(informer::config::Secret::new("t0ken"));
 /// let debug = format!("{config:?}");
 /// assert!(!debug.contains("s3cret") && !debug.contains("t0ken"), "{debug}");
 /// ```

@@ -2,7 +2,7 @@
 //! caches in nanoseconds, pushed to subscribers on change.
 //!
 //! # What
-//! [`Discovery`] keeps one shared EndpointSlice informer per namespace (or one cluster-wide, see
+//! [`ServiceDiscovery`] keeps one shared EndpointSlice informer per namespace (or one cluster-wide, see
 //! [`WatchScope`]), indexed by the `kubernetes.io/service-name` label, and optionally a Service
 //! informer (to tell "Service absent" from "no endpoints") and a metadata-only Pod informer (Pod
 //! labels/annotations, Dubbo's `io.dubbo/metadata`). Every `(namespace, service, port name)` that
@@ -13,8 +13,8 @@
 //! ```no_run
 //! # async fn demo(client: informer::Client) {
 //! use std::time::Duration;
-//! use informer::discovery::{Discovery, DiscoveryOptions, ServiceState};
-//! let discovery = Discovery::new(client, DiscoveryOptions::default());
+//! use informer::discovery::{ServiceDiscovery, DiscoveryOptions, ServiceState};
+//! let discovery = ServiceDiscovery::new(client, DiscoveryOptions::default());
 //! discovery.wait_for_sync("prod", Duration::from_secs(30)).await;
 //! let snapshot = discovery.instances("prod", "web", "http");
 //! if snapshot.state == ServiceState::Ready {
@@ -25,8 +25,8 @@
 //! ```
 //!
 //! # Invariants
-//! - **Zero apiserver calls on the read path** once synced: [`Discovery::instances`] is a hash
-//!   lookup and an `Arc` clone. Only [`Discovery::instances_or_fetch`] may call the apiserver, and
+//! - **Zero apiserver calls on the read path** once synced: [`ServiceDiscovery::instances`] is a hash
+//!   lookup and an `Arc` clone. Only [`ServiceDiscovery::instances_or_fetch`] may call the apiserver, and
 //!   only before the caches synced: single-flight per Service, at most one request per Service per
 //!   [`DiscoveryOptions::fetch_min_interval`], at most
 //!   [`DiscoveryOptions::max_concurrent_fetches`] in flight.
@@ -167,7 +167,7 @@ pub struct TopologyPreference {
     pub node: Option<String>,
 }
 
-/// Options of a [`Discovery`].
+/// Options of a [`ServiceDiscovery`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -237,7 +237,7 @@ impl Default for DiscoveryOptions {
     }
 }
 
-/// Counters of a [`Discovery`].
+/// Counters of a [`ServiceDiscovery`].
 ///
 /// ```
 /// let m = informer::discovery::DiscoveryMetrics::default();
@@ -263,8 +263,8 @@ pub struct DiscoveryMetrics {
 ///
 /// ```no_run
 /// # async fn demo(client: informer::Client) {
-/// use informer::discovery::{Discovery, DiscoveryOptions};
-/// let d = Discovery::new(client, DiscoveryOptions::default());
+/// use informer::discovery::{ServiceDiscovery, DiscoveryOptions};
+/// let d = ServiceDiscovery::new(client, DiscoveryOptions::default());
 /// let mut sub = d.subscribe("prod", "web", "http");
 /// if let Some(change) = sub.changed().await {
 ///     assert!(d.instances("prod", "web", "http").revision >= change.snapshot.revision);
@@ -272,16 +272,16 @@ pub struct DiscoveryMetrics {
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct Discovery {
+pub struct ServiceDiscovery {
     cache: Arc<cache::Cache>,
 }
 
-impl Discovery {
-    /// Discovery with its own informer factory (built from `options.reflector`).
+impl ServiceDiscovery {
+    /// ServiceDiscovery with its own informer factory (built from `options.reflector`).
     ///
     /// # Panics
     /// Outside a tokio runtime.
-    pub fn new(client: Client, options: DiscoveryOptions) -> Discovery {
+    pub fn new(client: Client, options: DiscoveryOptions) -> ServiceDiscovery {
         let factory = Arc::new(InformerFactory::with_options(
             client.clone(),
             options.reflector.clone(),
@@ -289,7 +289,7 @@ impl Discovery {
         Self::with_factory(client, factory, options)
     }
 
-    /// Discovery on an existing factory, sharing its informers with the rest of the process
+    /// ServiceDiscovery on an existing factory, sharing its informers with the rest of the process
     /// (`options.reflector` is then unused: the factory's defaults apply).
     ///
     /// # Panics
@@ -298,9 +298,9 @@ impl Discovery {
     /// ```no_run
     /// # async fn demo(client: informer::Client) {
     /// use std::sync::Arc;
-    /// use informer::{InformerFactory, discovery::{Discovery, DiscoveryOptions}};
+    /// use informer::{InformerFactory, discovery::{ServiceDiscovery, DiscoveryOptions}};
     /// let factory = Arc::new(InformerFactory::new(client.clone()));
-    /// let d = Discovery::with_factory(client, factory, DiscoveryOptions::default());
+    /// let d = ServiceDiscovery::with_factory(client, factory, DiscoveryOptions::default());
     /// # let _ = d;
     /// # }
     /// ```
@@ -308,8 +308,8 @@ impl Discovery {
         client: Client,
         factory: Arc<InformerFactory>,
         options: DiscoveryOptions,
-    ) -> Discovery {
-        Discovery {
+    ) -> ServiceDiscovery {
+        ServiceDiscovery {
             cache: cache::Cache::new(client, factory, options),
         }
     }
@@ -320,7 +320,7 @@ impl Discovery {
     /// until they synced; after that it is a hash lookup and an `Arc` clone.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// let s = d.instances("prod", "web", "http");
     /// for i in s.usable() { println!("{}", i.socket_addr()); }
     /// # }
@@ -336,7 +336,7 @@ impl Discovery {
     /// snapshot exists, that is returned instead of the error.
     ///
     /// ```no_run
-    /// # async fn demo(d: informer::discovery::Discovery) -> Result<(), informer::discovery::FetchError> {
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) -> Result<(), informer::discovery::FetchError> {
     /// let s = d.instances_or_fetch("prod", "web", "http").await?;
     /// println!("{:?} {:?}", s.state, s.freshness);
     /// # Ok(()) }
@@ -354,7 +354,7 @@ impl Discovery {
     /// the diff. Latest wins: a slow subscriber skips revisions, it never queues them.
     ///
     /// ```no_run
-    /// # async fn demo(d: informer::discovery::Discovery) {
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
     /// let mut sub = d.subscribe("prod", "web", "http");
     /// while let Some(c) = sub.changed().await {
     ///     for gone in &c.diff.removed { println!("drain {}", gone.socket_addr()); }
@@ -365,11 +365,11 @@ impl Discovery {
         Subscription::new(self.cache.cell(namespace, service, port).subscribe())
     }
 
-    /// Whether the informers serving `namespace` finished their first list (starts them if
-    /// nothing asked for the namespace yet).
+    /// Whether the informers serving `namespace` finished their first list and handed it to
+    /// discovery's handlers (starts them if nothing asked for the namespace yet).
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// if !d.has_synced("prod") { println!("warming up"); }
     /// # }
     /// ```
@@ -380,7 +380,7 @@ impl Discovery {
     /// Waits until [`has_synced`](Self::has_synced), at most `timeout`; returns whether it did.
     ///
     /// ```no_run
-    /// # async fn demo(d: informer::discovery::Discovery) {
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
     /// assert!(d.wait_for_sync("prod", std::time::Duration::from_secs(30)).await);
     /// # }
     /// ```
@@ -401,7 +401,7 @@ impl Discovery {
     /// [`DiscoveryOptions::last_known_good`]).
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) -> std::io::Result<()> {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) -> std::io::Result<()> {
     /// d.persist_now()?;
     /// # Ok(()) }
     /// ```
@@ -412,7 +412,7 @@ impl Discovery {
     /// A snapshot of the counters.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// println!("{:?}", d.metrics());
     /// # }
     /// ```

@@ -200,7 +200,7 @@ impl Instance {
 }
 
 /// An immutable view of one Service port at one revision. Handed out as `Arc<Snapshot>`: the same
-/// allocation serves [`Discovery::instances`](super::Discovery::instances) and every subscriber.
+/// allocation serves [`ServiceDiscovery::instances`](super::ServiceDiscovery::instances) and every subscriber.
 ///
 /// ```
 /// use informer::discovery::{Snapshot, ServiceState};

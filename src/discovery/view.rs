@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{Discovery, Instance, ServiceState, Snapshot};
+use super::{Instance, ServiceDiscovery, ServiceState, Snapshot};
 use crate::model::Service;
 
 /// A Service's endpoints over one or more of its ports, at one revision: what `kwatch instances`
@@ -98,12 +98,12 @@ pub fn port_names(service: Option<&Service>, requested: Option<&str>) -> Vec<Str
     names
 }
 
-impl Discovery {
+impl ServiceDiscovery {
     /// The Service `namespace/name` over the given ports (see [`port_names`]), from the current
     /// snapshots.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// let view = d.service_view("default", "web", &["http".into(), "grpc".into()]);
     /// println!("{}: {} of {} ready", view.service, view.ready(), view.instances.len());
     /// # }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// `apiVersion` and `kind`, as carried by every top-level object.
 ///
 /// ```
-/// let t: informer::TypeMeta = serde_json::from_str(r#"{"apiVersion":"v1","kind":"Pod"}"#).unwrap();
+/// let t: informer::model::TypeMeta = serde_json::from_str(r#"{"apiVersion":"v1","kind":"Pod"}"#).unwrap();
 /// assert_eq!(t.kind, "Pod");
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -178,7 +178,7 @@ pub struct OwnerReference {
 /// The `metadata` of a list response: the snapshot's resourceVersion and the pagination state.
 ///
 /// ```
-/// let m: informer::ListMeta =
+/// let m: informer::model::ListMeta =
 ///     serde_json::from_str(r#"{"resourceVersion":"79","continue":"abc","remainingItemCount":3}"#).unwrap();
 /// assert_eq!(m.continue_token, "abc");
 /// assert_eq!(m.remaining_item_count, Some(3));

@@ -1,4 +1,4 @@
-//! [`InformerController`]: a [`Controller`] fed by shared informers, reconciling from their store.
+//! [`InformerController`]: a [`WorkerPool`] fed by shared informers, reconciling from their store.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -11,7 +11,7 @@ use crate::model::{ApiResource, ObjectMeta};
 use crate::store::Store;
 use crate::{Object, Resource};
 
-use super::{Action, Controller, RunSummary, WorkQueue};
+use super::{Action, RunSummary, WorkQueue, WorkerPool};
 
 /// Registers one handler on one informer when `run` starts.
 type Source = Box<dyn FnOnce(&WorkQueue<String>) -> Registered + Send>;
@@ -43,7 +43,7 @@ struct Registered {
 ///   (client-go's `WaitForCacheSync`), so a reconcile never sees a half-filled store.
 /// * Reconcile reads the object from the primary informer's [`Store`] by key, never from the
 ///   apiserver; a key whose object is gone (deleted) reads as `None`.
-/// * Outcomes, retries and shutdown are [`Controller::run`]'s: `Done` forgets the key's
+/// * Outcomes, retries and shutdown are [`WorkerPool::run`]'s: `Done` forgets the key's
 ///   backoff, `RequeueAfter(d)` comes back after `d`, an error is retried with the queue's rate
 ///   limiter; on shutdown the workers drain (or are cancelled past the
 ///   [`shutdown_grace`](Self::shutdown_grace)) and the handlers are removed from the informers.
@@ -87,7 +87,7 @@ struct Registered {
 /// ```
 pub struct InformerController<T: Object> {
     store: Arc<Store<T>>,
-    controller: Controller<String>,
+    controller: WorkerPool<String>,
     sources: Vec<Source>,
 }
 
@@ -126,7 +126,7 @@ impl<T: Object + Clone> InformerController<T> {
     pub fn with_queue(primary: &Informer<T>, queue: WorkQueue<String>, workers: usize) -> Self {
         let controller = InformerController {
             store: Arc::clone(primary.store()),
-            controller: Controller::new(queue, workers),
+            controller: WorkerPool::new(queue, workers),
             sources: Vec::new(),
         };
         controller.watches(primary, |obj: &T| Some(obj.meta().key()))
@@ -201,7 +201,7 @@ impl<T: Object + Clone> InformerController<T> {
         })
     }
 
-    /// Bounds the drain on shutdown; see [`Controller::shutdown_grace`].
+    /// Bounds the drain on shutdown; see [`WorkerPool::shutdown_grace`].
     ///
     /// ```no_run
     /// # fn demo(services: &informer::Informer<informer::Service>) {
@@ -245,7 +245,7 @@ impl<T: Object + Clone> InformerController<T> {
     }
 
     /// Registers the handlers, waits until every informer has synced and its handler has
-    /// enqueued the initial list, then runs the workers as [`Controller::run`] does, each calling
+    /// enqueued the initial list, then runs the workers as [`WorkerPool::run`] does, each calling
     /// `reconcile(key, store)` with the primary informer's store. Returns once `shutdown` has
     /// completed and the workers have drained (or were cancelled after the
     /// [`shutdown_grace`](Self::shutdown_grace)); the handlers are then removed from the
