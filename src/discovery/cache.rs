@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use hashbrown::HashTable;
 use tokio::sync::{Notify, watch};
@@ -20,7 +20,7 @@ use super::{
     WatchScope, persist,
 };
 use crate::client::Client;
-use crate::informer::{HandlerFns, Informer, InformerFactory};
+use crate::informer::{HandlerFns, HandlerId, Informer, InformerFactory};
 use crate::model::{
     EndpointSlice, Endpoints, Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service,
 };
@@ -92,6 +92,8 @@ struct Watch {
     endpoints: Option<Informer<Endpoints>>,
     services: Option<Informer<Service>>,
     pods: Option<Informer<PartialObjectMetadata>>,
+    /// Our handler on each informer (slices, endpoints, services, pods), set by `wire`.
+    handlers: OnceLock<[Option<HandlerId>; 4]>,
     /// Set once every informer synced, just before the first full computation: from then on
     /// handlers recompute.
     computing: AtomicBool,
@@ -101,27 +103,41 @@ struct Watch {
 }
 
 impl Watch {
+    /// Every informer synced and our handler on it has been handed its whole initial list. Not
+    /// just the informers: the first computation reads the stores, and a handler still holding an
+    /// initial add could see it cancelled by a delete (the queue drops an add never delivered)
+    /// and never recompute the Service.
     fn has_synced(&self) -> bool {
-        self.slices.as_ref().is_none_or(|i| i.has_synced())
-            && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
-            && self.services.as_ref().is_none_or(|i| i.has_synced())
-            && self.pods.as_ref().is_none_or(|i| i.has_synced())
+        let ids = self.handlers.get().copied().unwrap_or_default();
+        handler_synced_now(&self.slices, ids[0])
+            && handler_synced_now(&self.endpoints, ids[1])
+            && handler_synced_now(&self.services, ids[2])
+            && handler_synced_now(&self.pods, ids[3])
     }
 
-    /// Completes once every informer has synced (each wakes its waiter when it does).
+    /// Completes once [`has_synced`](Self::has_synced) (each informer wakes its waiter).
     async fn synced(&self) {
-        if let Some(i) = &self.slices {
-            i.synced().await;
-        }
-        if let Some(i) = &self.endpoints {
-            i.synced().await;
-        }
-        if let Some(i) = &self.services {
-            i.synced().await;
-        }
-        if let Some(i) = &self.pods {
-            i.synced().await;
-        }
+        let ids = self.handlers.get().copied().unwrap_or_default();
+        handler_synced(&self.slices, ids[0]).await;
+        handler_synced(&self.endpoints, ids[1]).await;
+        handler_synced(&self.services, ids[2]).await;
+        handler_synced(&self.pods, ids[3]).await;
+    }
+}
+
+fn handler_synced_now<T: Object + Clone>(inf: &Option<Informer<T>>, id: Option<HandlerId>) -> bool {
+    match (inf, id) {
+        (Some(inf), Some(id)) => inf.handler_has_synced(id),
+        (Some(inf), None) => inf.has_synced(),
+        (None, _) => true,
+    }
+}
+
+async fn handler_synced<T: Object + Clone>(inf: &Option<Informer<T>>, id: Option<HandlerId>) {
+    match (inf, id) {
+        (Some(inf), Some(id)) => inf.handler_synced(id).await,
+        (Some(inf), None) => inf.synced().await,
+        (None, _) => {}
     }
 }
 
@@ -453,7 +469,7 @@ impl Cache {
             let inf: Informer<EndpointSlice> =
                 self.factory
                     .informer_with(EndpointSlice::api_resource(), ns, None, None);
-            // Already there when the factory is shared with another Discovery: same function.
+            // Already there when the factory is shared with another ServiceDiscovery: same function.
             let _ = inf.store().add_index(
                 SERVICE_INDEX,
                 Arc::new(|s: &EndpointSlice| {
@@ -483,44 +499,50 @@ impl Cache {
             endpoints,
             services,
             pods,
+            handlers: OnceLock::new(),
             computing: AtomicBool::new(false),
             computed: AtomicBool::new(false),
             computed_notify: Notify::new(),
         });
-        self.wire(&watch);
+        let handlers = self.wire(&watch);
+        let _ = watch.handlers.set(handlers);
         watch
     }
 
-    /// Registers the handlers that recompute Services and starts the informers.
-    fn wire(&self, w: &Watch) {
+    /// Registers the handlers that recompute Services and starts the informers; returns the
+    /// handlers' ids (slices, endpoints, services, pods).
+    fn wire(&self, w: &Watch) -> [Option<HandlerId>; 4] {
         let rt = &self.runtime;
+        let mut ids = [None; 4];
         if let Some(inf) = &w.slices {
             let (a, u, d) = (self.me.clone(), self.me.clone(), self.me.clone());
-            inf.add_handler(
-                HandlerFns::new()
-                    .on_add(move |s: &Arc<EndpointSlice>, _| {
-                        if let Some(c) = a.upgrade() {
-                            c.slice_changed(s, true);
-                        }
-                    })
-                    .on_update(move |old: &Arc<EndpointSlice>, new: &Arc<EndpointSlice>| {
-                        if let Some(c) = u.upgrade() {
-                            if service_of(old) != service_of(new) {
-                                c.slice_changed(old, false);
+            ids[0] = Some(
+                inf.add_handler(
+                    HandlerFns::new()
+                        .on_add(move |s: &Arc<EndpointSlice>, _| {
+                            if let Some(c) = a.upgrade() {
+                                c.slice_changed(s, true);
                             }
-                            c.slice_changed(new, true);
-                        }
-                    })
-                    .on_delete(move |s| {
-                        if let Some(c) = d.upgrade() {
-                            c.slice_changed(s.object(), false);
-                        }
-                    }),
+                        })
+                        .on_update(move |old: &Arc<EndpointSlice>, new: &Arc<EndpointSlice>| {
+                            if let Some(c) = u.upgrade() {
+                                if service_of(old) != service_of(new) {
+                                    c.slice_changed(old, false);
+                                }
+                                c.slice_changed(new, true);
+                            }
+                        })
+                        .on_delete(move |s| {
+                            if let Some(c) = d.upgrade() {
+                                c.slice_changed(s.object(), false);
+                            }
+                        }),
+                ),
             );
             inf.start_on(rt);
         }
         if let Some(inf) = &w.endpoints {
-            notify_on_change(
+            ids[1] = notify_on_change(
                 inf,
                 &self.me,
                 |_, _| false,
@@ -530,7 +552,7 @@ impl Cache {
         }
         if let Some(inf) = &w.services {
             // Only the ports of a Service enter its instances.
-            notify_on_change(
+            ids[2] = notify_on_change(
                 inf,
                 &self.me,
                 |old: &Service, new| old.spec.ports == new.spec.ports,
@@ -540,7 +562,7 @@ impl Cache {
         }
         if let Some(inf) = &w.pods {
             // Only the labels and annotations of a Pod enter its instances' metadata.
-            notify_on_change(
+            ids[3] = notify_on_change(
                 inf,
                 &self.me,
                 |old: &PartialObjectMetadata, new| {
@@ -551,6 +573,7 @@ impl Cache {
             );
             inf.start_on(rt);
         }
+        ids
     }
 
     fn slice_changed(&self, slice: &EndpointSlice, present: bool) {
@@ -808,7 +831,7 @@ fn notify_on_change<T: Object + Clone>(
     me: &Weak<Cache>,
     unchanged: fn(&T, &T) -> bool,
     changed: fn(&Cache, &ObjectMeta),
-) {
+) -> Option<HandlerId> {
     let me = me.clone();
     let call = Arc::new(move |m: &ObjectMeta| {
         if let Some(c) = me.upgrade() {
@@ -816,16 +839,18 @@ fn notify_on_change<T: Object + Clone>(
         }
     });
     let (on_add, on_update, on_delete) = (call.clone(), call.clone(), call);
-    inf.add_handler(
-        HandlerFns::new()
-            .on_add(move |o: &Arc<T>, _| on_add(o.meta()))
-            .on_update(move |old: &Arc<T>, new: &Arc<T>| {
-                if !unchanged(old, new) {
-                    on_update(new.meta());
-                }
-            })
-            .on_delete(move |d| on_delete(d.object().meta())),
-    );
+    Some(
+        inf.add_handler(
+            HandlerFns::new()
+                .on_add(move |o: &Arc<T>, _| on_add(o.meta()))
+                .on_update(move |old: &Arc<T>, new: &Arc<T>| {
+                    if !unchanged(old, new) {
+                        on_update(new.meta());
+                    }
+                })
+                .on_delete(move |d| on_delete(d.object().meta())),
+        ),
+    )
 }
 
 fn service_of(slice: &EndpointSlice) -> Option<&str> {
