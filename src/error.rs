@@ -26,6 +26,7 @@ pub enum Error {
     Transport {
         /// What the client was doing.
         context: String,
+        /// The underlying error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The TLS handshake failed or the TLS configuration is unusable (bad CA, unknown issuer, wrong
@@ -38,6 +39,7 @@ pub enum Error {
     Expired(Box<Status>),
     /// A non-2xx answer whose body is not a `Status` (an HTML page from a proxy, plain text).
     Http {
+        /// The HTTP status code.
         code: u16,
         /// The start of the body, printable characters only.
         excerpt: String,
@@ -48,12 +50,19 @@ pub enum Error {
         offset: u64,
         /// The bytes around the error, printable characters only.
         excerpt: String,
+        /// What the decoder expected.
         message: String,
     },
     /// One watch frame exceeded the decoder's limit. The decoder skips that value and goes on.
-    FrameTooLarge { limit: usize },
+    FrameTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// A response body (a list, an error page) exceeded the client's limit.
-    ResponseTooLarge { limit: usize },
+    ResponseTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The body ended in the middle of a frame (connection cut, server crashed).
     UnexpectedEof {
         /// Bytes of the incomplete frame that were received.

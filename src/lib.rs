@@ -24,6 +24,8 @@
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
 //! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod config;
 pub mod discovery;

@@ -63,7 +63,9 @@ pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct ReflectorOptions {
+    /// Only objects whose labels match (`labelSelector`).
     pub label_selector: Option<String>,
+    /// Only objects whose fields match (`fieldSelector`).
     pub field_selector: Option<String>,
     /// LIST page size (client-go: 500).
     pub page_size: u32,
@@ -75,7 +77,9 @@ pub struct ReflectorOptions {
     pub idle_timeout: Option<Duration>,
     /// Try streaming lists first (falls back to LIST when the server refuses).
     pub streaming_list: bool,
+    /// Delays between failed lists and watches.
     pub backoff: BackoffOptions,
+    /// Told of every error (list, watch, decode, handler panic).
     pub on_error: Option<ErrorCallback>,
 }
 
@@ -112,6 +116,7 @@ impl std::fmt::Debug for ReflectorOptions {
 /// The reflector's backoff (client-go R2/R3).
 #[derive(Clone, Debug)]
 pub struct BackoffOptions {
+    /// The first delay.
     pub initial: Duration,
     /// The longest step (before jitter). A server's Retry-After longer than this is clamped to it.
     pub max: Duration,
@@ -192,6 +197,7 @@ pub struct ListSummary {
 /// A snapshot of the reflector's health and counters.
 #[derive(Clone, Debug)]
 pub struct Health {
+    /// What the reflector is doing now.
     pub phase: Phase,
     /// The newest resourceVersion seen (list, event or bookmark).
     pub resource_version: String,

@@ -54,11 +54,14 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum WatchEvent<T> {
+    /// An object was added.
     Added(T),
+    /// An object changed.
     Modified(T),
     /// The object's last state, stamped with the deletion's resourceVersion (or, for an object that
     /// left the watch's selector, its previous state stamped with the change's resourceVersion).
     Deleted(T),
+    /// The watch reached a resourceVersion (no object changed).
     Bookmark(Bookmark),
     /// The server ended the watch with a `Status`, e.g. 410 Expired.
     Error(Status),
@@ -80,7 +83,9 @@ impl<T: Object> WatchEvent<T> {
 /// The useful part of a BOOKMARK event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bookmark {
+    /// The resourceVersion reached.
     pub resource_version: String,
+    /// The bookmark's annotations (e.g. `k8s.io/initial-events-end`).
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -372,8 +377,11 @@ impl RawObject {
 /// A watch event whose object, if it has one, is still JSON: see [`EventDecoder::next_raw`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum RawEvent<T> {
+    /// An object was added.
     Added(RawObject),
+    /// An object changed.
     Modified(RawObject),
+    /// An object was deleted (its last state).
     Deleted(RawObject),
     /// Any other event, decoded at once: `BOOKMARK`, `ERROR`, or an object event whose metadata
     /// could not be read without decoding it (escaped names, pretty-printed JSON).

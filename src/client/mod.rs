@@ -386,8 +386,10 @@ fn classify_transport(
 /// One page of a LIST: the list's metadata and its items.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ObjectList<T> {
+    /// The list's `resourceVersion` and `continue` token.
     #[serde(default)]
     pub metadata: ListMeta,
+    /// The objects of this page.
     #[serde(default = "Vec::new", deserialize_with = "null_as_default")]
     #[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
     pub items: Vec<T>,

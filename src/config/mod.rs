@@ -169,7 +169,12 @@ pub enum Auth {
     /// A fixed bearer token.
     Bearer(Secret),
     /// HTTP basic authentication.
-    Basic { username: String, password: Secret },
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: Secret,
+    },
     /// Tokens from a provider (exec plugin, token file re-read on rotation).
     Provider(Arc<dyn TokenProvider>),
 }
@@ -211,7 +216,9 @@ pub struct Config {
     pub cluster_url: Uri,
     /// The namespace used when a caller does not name one.
     pub default_namespace: String,
+    /// Server CA, client certificate and verification settings.
     pub tls: TlsConfig,
+    /// How requests authenticate.
     pub auth: Auth,
     /// Limit on establishing a TCP connection (default 30 s).
     pub connect_timeout: Duration,

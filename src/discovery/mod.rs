@@ -146,8 +146,10 @@ pub enum WatchScope {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IpFamilyPreference {
+    /// IPv4 addresses first.
     #[default]
     PreferIpv4,
+    /// IPv6 addresses first.
     PreferIpv6,
 }
 
@@ -177,7 +179,9 @@ pub struct TopologyPreference {
 /// ```
 #[derive(Clone, Debug)]
 pub struct DiscoveryOptions {
+    /// Where endpoints come from (EndpointSlices, or legacy Endpoints).
     pub source: EndpointSource,
+    /// One informer per namespace, or one cluster-wide.
     pub scope: WatchScope,
     /// Watch Services too, to tell [`ServiceState::ServiceAbsent`] from
     /// [`ServiceState::NoEndpoints`] exactly and to take `appProtocol` from the Service port.
@@ -189,7 +193,9 @@ pub struct DiscoveryOptions {
     pub serving_terminating_fallback: bool,
     /// List not-ready endpoints too (flagged; never usable). Default false.
     pub include_not_ready: bool,
+    /// Which IP family comes first in a snapshot.
     pub ip_family: IpFamilyPreference,
+    /// Topology-aware filtering of instances.
     pub topology: TopologyPreference,
     /// Only count slices whose `endpointslice.kubernetes.io/managed-by` equals this.
     pub managed_by: Option<String>,

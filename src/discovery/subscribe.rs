@@ -20,6 +20,7 @@ use super::snapshot::{InstanceDiff, Snapshot, diff};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Change {
+    /// The new snapshot.
     pub snapshot: Arc<Snapshot>,
     /// The revision this subscription delivered before (`None` on the first notification).
     pub previous_revision: Option<u64>,

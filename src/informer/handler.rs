@@ -80,17 +80,21 @@ impl<T> Default for HandlerFns<T> {
 }
 
 impl<T> HandlerFns<T> {
+    /// A handler that does nothing until closures are set.
     pub fn new() -> Self {
         Self::default()
     }
+    /// Sets the closure for [`EventHandler::on_add`].
     pub fn on_add(mut self, f: impl Fn(&Arc<T>, bool) + Send + Sync + 'static) -> Self {
         self.add = Some(Box::new(f));
         self
     }
+    /// Sets the closure for [`EventHandler::on_update`].
     pub fn on_update(mut self, f: impl Fn(&Arc<T>, &Arc<T>) + Send + Sync + 'static) -> Self {
         self.update = Some(Box::new(f));
         self
     }
+    /// Sets the closure for [`EventHandler::on_delete`].
     pub fn on_delete(mut self, f: impl Fn(&DeletedObject<T>) + Send + Sync + 'static) -> Self {
         self.delete = Some(Box::new(f));
         self
