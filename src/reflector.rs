@@ -512,10 +512,12 @@ impl<T: Object + Clone> Reflector<T> {
         }
         let list_rv = list_rv.unwrap_or_default();
         tracing::info!(resource_version = %list_rv, "listed");
+        // Recorded before the fifo can report the sync: whoever sees `has_synced` (and sync
+        // waits now wake at once) finds this list's summary in the health.
+        self.listed(list_rv.clone(), listed_objects);
         if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
             return State::Stopped;
         }
-        self.listed(list_rv, listed_objects);
         State::Watch
     }
 
@@ -637,13 +639,14 @@ impl<T: Object + Clone> Reflector<T> {
                                 && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
                         }
                         RawEvent::Decoded(WatchEvent::Bookmark(b)) if b.is_initial_events_end() => {
-                            if !self.flush_pages(&mut raw_page, &mut page).await
-                                || !self.fifo.end_relist()
-                                || !self.fifo.bookmark(&b.resource_version)
-                            {
+                            if !self.flush_pages(&mut raw_page, &mut page).await {
                                 return State::Stopped;
                             }
-                            self.listed(b.resource_version, listed_objects);
+                            // Before the fifo can report the sync (see the paged list).
+                            self.listed(b.resource_version.clone(), listed_objects);
+                            if !self.fifo.end_relist() || !self.fifo.bookmark(&b.resource_version) {
+                                return State::Stopped;
+                            }
                             // WL5: the same stream goes on as a normal watch whose events all
                             // carry versions in order (client-go's propagateRVFromStart).
                             self.holding_rv_for_synthetic_adds = false;
