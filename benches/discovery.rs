@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group};
-use informer::discovery::{Discovery, DiscoveryOptions, ServiceState};
+use informer::discovery::{DiscoveryOptions, ServiceDiscovery, ServiceState};
 use informer::reflector::ReflectorOptions;
 use informer::sim::Simulator;
 use informer::sim::churn::{Churn, ChurnConfig};
@@ -20,7 +20,7 @@ const SERVICES: usize = 200;
 const BATCH: usize = 64;
 
 /// A simulator with `SERVICES` churn-made Services and a discovery synced on all of them.
-fn setup(rt: &tokio::runtime::Runtime) -> (Simulator, Discovery) {
+fn setup(rt: &tokio::runtime::Runtime) -> (Simulator, ServiceDiscovery) {
     rt.block_on(async {
         let sim = Simulator::start().await.unwrap();
         Churn::new(
@@ -33,7 +33,7 @@ fn setup(rt: &tokio::runtime::Runtime) -> (Simulator, Discovery) {
         )
         .unwrap();
         let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
-        let d = Discovery::new(
+        let d = ServiceDiscovery::new(
             client,
             DiscoveryOptions {
                 reflector: ReflectorOptions::default(),
@@ -115,7 +115,7 @@ fn notify_report(rt: &tokio::runtime::Runtime) {
         };
         sim.create("endpointslices", Some(NS), slice(0)).unwrap();
         let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
-        let d = Discovery::new(client, DiscoveryOptions::default());
+        let d = ServiceDiscovery::new(client, DiscoveryOptions::default());
         assert!(d.wait_for_sync(NS, Duration::from_secs(30)).await);
         let mut sub = d.subscribe(NS, "web", "http");
         sub.changed().await.unwrap();

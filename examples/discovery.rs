@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use informer::discovery::{Discovery, DiscoveryOptions, ServiceState};
+use informer::discovery::{DiscoveryOptions, ServiceDiscovery, ServiceState};
 use informer::sim::Simulator;
 use informer::sim::churn::{Churn, ChurnConfig};
 use informer::{Client, Config};
@@ -30,7 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let running = churn.run(50.0);
 
     let client = Client::new(Config::new(sim.url().parse()?))?;
-    let discovery = Discovery::new(client, DiscoveryOptions::default());
+    let discovery = ServiceDiscovery::new(client, DiscoveryOptions::default());
 
     // Before the cache is warm, one (shared, rate-limited) read from the apiserver.
     let first = discovery.instances_or_fetch(NS, "svc-0", "http").await?;

@@ -26,6 +26,7 @@ pub enum Error {
     Transport {
         /// What the client was doing.
         context: String,
+        /// The underlying error.
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The TLS handshake failed or the TLS configuration is unusable (bad CA, unknown issuer, wrong
@@ -38,6 +39,7 @@ pub enum Error {
     Expired(Box<Status>),
     /// A non-2xx answer whose body is not a `Status` (an HTML page from a proxy, plain text).
     Http {
+        /// The HTTP status code.
         code: u16,
         /// The start of the body, printable characters only.
         excerpt: String,
@@ -48,12 +50,19 @@ pub enum Error {
         offset: u64,
         /// The bytes around the error, printable characters only.
         excerpt: String,
+        /// What the decoder expected.
         message: String,
     },
     /// One watch frame exceeded the decoder's limit. The decoder skips that value and goes on.
-    FrameTooLarge { limit: usize },
+    FrameTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// A response body (a list, an error page) exceeded the client's limit.
-    ResponseTooLarge { limit: usize },
+    ResponseTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// The body ended in the middle of a frame (connection cut, server crashed).
     UnexpectedEof {
         /// Bytes of the incomplete frame that were received.
@@ -76,6 +85,9 @@ pub enum Error {
     /// A namespace or object name that the apiserver would refuse, or that could reach another
     /// path than the one meant (`../secrets`, `a/b`, `%2e%2e`); the request was not sent.
     InvalidName(String),
+    /// No resource type the server serves answers to that name, or the one that does cannot be
+    /// listed and watched ([`Client::resolve_resource`](crate::Client::resolve_resource)).
+    UnknownResource(String),
     /// A user callback (an event handler or an index function) panicked. The panic was caught and
     /// counted; the informer goes on.
     Panicked {
@@ -222,6 +234,7 @@ impl fmt::Display for Error {
             }
             Error::Config(m) => write!(f, "configuration error: {m}"),
             Error::InvalidName(m) => write!(f, "invalid name: {m}"),
+            Error::UnknownResource(m) => write!(f, "{m}"),
         }
     }
 }

@@ -14,13 +14,17 @@
 //! * [`frame`]: cuts a watch body into JSON values, however the bytes arrive.
 //! * [`watch`]: decodes frames into [`watch::WatchEvent`]s.
 //! * [`reflector`]: lists and watches for ever, feeding the fifo.
-//! * [`fifo`]: the per-key coalescing queue between the reflector and the store.
+//! * [`fifo`]: the per-key coalescing queue between the reflector and the store (advanced: an
+//!   informer runs one for you).
 //! * [`store`]: the sharded, indexed local cache.
 //! * [`informer`]: shared informers: one reflector, one store, many handlers.
-//! * [`discovery`]: service discovery on EndpointSlices (versioned snapshots, subscriptions).
+//! * [`discovery`]: service discovery on EndpointSlices ([`ServiceDiscovery`]: versioned
+//!   snapshots, subscriptions).
 //! * [`workqueue`]: the rate-limited work queue, the worker loop, and controllers fed by informers.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
 //! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
+
+#![warn(missing_docs)]
 
 pub mod client;
 pub mod config;
@@ -38,13 +42,18 @@ pub mod store;
 pub mod watch;
 pub mod workqueue;
 
-pub use client::{Api, Client, ListParams, ObjectList, Pager, VersionMatch, WatchParams};
-pub use config::{Auth, Config, Identity, Secret, TlsConfig};
-pub use discovery::{Discovery, DiscoveryOptions};
+// The nouns a user needs, at the root; everything else lives in its stage's module.
+pub use client::{Api, Client, ListParams, WatchParams};
+pub use config::Config;
+pub use discovery::{DiscoveryOptions, ServiceDiscovery};
 pub use error::{Error, Result};
-pub use fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
+pub use fifo::DeletedObject;
 pub use informer::{EventHandler, HandlerFns, Informer, InformerFactory};
-pub use model::*;
+pub use model::{
+    ApiResource, ConfigMap, DynamicObject, EndpointSlice, Endpoints, Namespace, Node, Object,
+    ObjectMeta, PartialObjectMetadata, Pod, Resource, Service, Status, StringMap,
+};
+pub use reflector::ReflectorOptions;
 pub use store::Store;
 pub use workqueue::WorkQueue;
 

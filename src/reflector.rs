@@ -63,7 +63,9 @@ pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct ReflectorOptions {
+    /// Only objects whose labels match (`labelSelector`).
     pub label_selector: Option<String>,
+    /// Only objects whose fields match (`fieldSelector`).
     pub field_selector: Option<String>,
     /// LIST page size (client-go: 500).
     pub page_size: u32,
@@ -75,7 +77,9 @@ pub struct ReflectorOptions {
     pub idle_timeout: Option<Duration>,
     /// Try streaming lists first (falls back to LIST when the server refuses).
     pub streaming_list: bool,
+    /// Delays between failed lists and watches.
     pub backoff: BackoffOptions,
+    /// Told of every error (list, watch, decode, handler panic).
     pub on_error: Option<ErrorCallback>,
 }
 
@@ -112,6 +116,7 @@ impl std::fmt::Debug for ReflectorOptions {
 /// The reflector's backoff (client-go R2/R3).
 #[derive(Clone, Debug)]
 pub struct BackoffOptions {
+    /// The first delay.
     pub initial: Duration,
     /// The longest step (before jitter). A server's Retry-After longer than this is clamped to it.
     pub max: Duration,
@@ -132,16 +137,10 @@ impl Default for BackoffOptions {
     }
 }
 
-/// Jittered exponential backoff with a periodic reset.
-///
-/// ```
-/// use informer::reflector::{Backoff, BackoffOptions};
-/// let mut b = Backoff::new(BackoffOptions { jitter: 0.0, ..Default::default() }, 1);
-/// let delays: Vec<f64> = (0..8).map(|_| b.next_delay().as_secs_f64()).collect();
-/// assert_eq!(delays, [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]);
-/// ```
+/// Jittered exponential backoff with a periodic reset (the reflector's; tuned through
+/// [`BackoffOptions`]).
 #[derive(Debug)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     options: BackoffOptions,
     current: Duration,
     last_reset: Instant,
@@ -150,7 +149,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A backoff with its own random generator, seeded for reproducible tests.
-    pub fn new(options: BackoffOptions, seed: u64) -> Backoff {
+    pub(crate) fn new(options: BackoffOptions, seed: u64) -> Backoff {
         Backoff {
             current: options.initial,
             options,
@@ -160,7 +159,7 @@ impl Backoff {
     }
 
     /// The next delay.
-    pub fn next_delay(&mut self) -> Duration {
+    pub(crate) fn next_delay(&mut self) -> Duration {
         if self.last_reset.elapsed() > self.options.reset_after {
             self.current = self.options.initial;
             self.last_reset = Instant::now();
@@ -198,6 +197,7 @@ pub struct ListSummary {
 /// A snapshot of the reflector's health and counters.
 #[derive(Clone, Debug)]
 pub struct Health {
+    /// What the reflector is doing now.
     pub phase: Phase,
     /// The newest resourceVersion seen (list, event or bookmark).
     pub resource_version: String,
@@ -981,4 +981,22 @@ fn is_refused(e: &Error) -> bool {
         cause = c.source();
     }
     false
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::{Backoff, BackoffOptions};
+
+    #[test]
+    fn doubles_up_to_the_maximum() {
+        let mut b = Backoff::new(
+            BackoffOptions {
+                jitter: 0.0,
+                ..Default::default()
+            },
+            1,
+        );
+        let delays: Vec<f64> = (0..8).map(|_| b.next_delay().as_secs_f64()).collect();
+        assert_eq!(delays, [0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0]);
+    }
 }

@@ -26,9 +26,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use hyper::body::Body;
 use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -53,11 +54,14 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum WatchEvent<T> {
+    /// An object was added.
     Added(T),
+    /// An object changed.
     Modified(T),
     /// The object's last state, stamped with the deletion's resourceVersion (or, for an object that
     /// left the watch's selector, its previous state stamped with the change's resourceVersion).
     Deleted(T),
+    /// The watch reached a resourceVersion (no object changed).
     Bookmark(Bookmark),
     /// The server ended the watch with a `Status`, e.g. 410 Expired.
     Error(Status),
@@ -79,7 +83,9 @@ impl<T: Object> WatchEvent<T> {
 /// The useful part of a BOOKMARK event.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Bookmark {
+    /// The resourceVersion reached.
     pub resource_version: String,
+    /// The bookmark's annotations (e.g. `k8s.io/initial-events-end`).
     pub annotations: BTreeMap<String, String>,
 }
 
@@ -371,8 +377,11 @@ impl RawObject {
 /// A watch event whose object, if it has one, is still JSON: see [`EventDecoder::next_raw`].
 #[derive(Clone, Debug, PartialEq)]
 pub enum RawEvent<T> {
+    /// An object was added.
     Added(RawObject),
+    /// An object changed.
     Modified(RawObject),
+    /// An object was deleted (its last state).
     Deleted(RawObject),
     /// Any other event, decoded at once: `BOOKMARK`, `ERROR`, or an object event whose metadata
     /// could not be read without decoding it (escaped names, pretty-printed JSON).
@@ -762,37 +771,80 @@ where
         take: fn(&mut EventDecoder<T>) -> Result<Option<X>>,
         finish: fn(&mut EventDecoder<T>) -> Result<Option<X>>,
     ) -> Option<Result<X>> {
+        std::future::poll_fn(|cx| self.poll_pull(cx, take, finish)).await
+    }
+
+    /// [`pull`](Self::pull) as a poll function (for [`Stream`](futures_core::Stream)): `Pending`
+    /// only while the body has no data ready. `None` once the body has ended and everything was
+    /// returned; a broken connection is an error, and ends the body.
+    fn poll_pull<X>(
+        &mut self,
+        cx: &mut Context<'_>,
+        take: fn(&mut EventDecoder<T>) -> Result<Option<X>>,
+        finish: fn(&mut EventDecoder<T>) -> Result<Option<X>>,
+    ) -> Poll<Option<Result<X>>> {
         loop {
             if let Some(item) = take(&mut self.events).transpose() {
-                return Some(item);
-            }
-            if let Err(e) = self.receive().await? {
-                return Some(Err(e));
+                return Poll::Ready(Some(item));
             }
             if self.ended {
-                return finish(&mut self.events).transpose();
+                return Poll::Ready(None);
+            }
+            match std::task::ready!(Pin::new(&mut self.body).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.events.push(&data);
+                    }
+                }
+                Some(Err(e)) => {
+                    self.ended = true;
+                    return Poll::Ready(Some(Err(Error::transport("watch stream broke", e))));
+                }
+                None => {
+                    self.ended = true;
+                    return Poll::Ready(finish(&mut self.events).transpose());
+                }
             }
         }
     }
+}
 
-    /// Pushes the body's next data frame into the decoder. `None` once the body has ended and
-    /// everything was returned; an error for a broken connection (which also ends the body).
-    async fn receive(&mut self) -> Option<Result<()>> {
-        if self.ended {
-            return None;
-        }
-        match self.body.frame().await {
-            Some(Ok(frame)) => {
-                if let Ok(data) = frame.into_data() {
-                    self.events.push(&data);
-                }
-            }
-            Some(Err(e)) => {
-                self.ended = true;
-                return Some(Err(Error::transport("watch stream broke", e)));
-            }
-            None => self.ended = true,
-        }
-        Some(Ok(()))
+/// The typed events as a [`Stream`](futures_core::Stream), for stream combinators (the items of
+/// [`WatchStream::next`]). Cancel-safe: an event is taken out of the decoder only when returned.
+///
+/// ```
+/// use std::future::poll_fn;
+/// use std::pin::Pin;
+/// use futures_core::Stream;
+/// use informer::watch::{WatchEvent, WatchStream};
+/// use informer::ConfigMap;
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let body = http_body_util::Full::new(bytes::Bytes::from_static(
+///     b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}\n\
+///       {\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"}}}\n",
+/// ));
+/// let mut events = WatchStream::<ConfigMap, _>::new(body, 1 << 20);
+/// // A tiny `StreamExt::next`: any Stream combinator works the same way.
+/// let mut names = Vec::new();
+/// while let Some(event) = poll_fn(|cx| Pin::new(&mut events).poll_next(cx)).await {
+///     if let WatchEvent::Deleted(cm) = event.unwrap() {
+///         names.push(cm.metadata.name);
+///     }
+/// }
+/// assert_eq!(names, ["a"]);
+/// # });
+/// ```
+impl<T, B> futures_core::Stream for WatchStream<T, B>
+where
+    T: Object,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Item = Result<WatchEvent<T>>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        // `WatchStream` is `Unpin` (`B: Unpin`, `T` only in `PhantomData<fn() -> T>`).
+        self.get_mut()
+            .poll_pull(cx, EventDecoder::next_event, EventDecoder::finish)
     }
 }

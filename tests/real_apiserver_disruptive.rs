@@ -11,8 +11,9 @@ use std::os::unix::process::CommandExt;
 use std::time::Duration;
 
 use hyper::Method;
+use informer::client::VersionMatch;
 use informer::watch::WatchEvent;
-use informer::{Api, Client, ConfigMap, Informer, ListParams, VersionMatch, WatchParams};
+use informer::{Api, Client, ConfigMap, Informer, ListParams, WatchParams};
 use serde_json::json;
 use support::real_apiserver::*;
 

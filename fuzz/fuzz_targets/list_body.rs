@@ -8,7 +8,8 @@
 #![no_main]
 
 use informer::model::PartialObjectMetadata;
-use informer::{DynamicObject, EndpointSlice, ObjectList, Pod, Service, Status};
+use informer::{DynamicObject, EndpointSlice, Pod, Service, Status};
+use informer::client::ObjectList;
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -5,7 +5,8 @@
 //! service account, and says where it looked when it finds neither.
 
 use informer::config::KubeconfigOptions;
-use informer::{Auth, Client, Config, Secret};
+use informer::config::{Auth, Secret};
+use informer::{Client, Config};
 
 use super::args::Global;
 use super::{CliError, CliResult};

@@ -2,7 +2,7 @@
 //!
 //! It starts the embedded simulator with a churning workload (rolling updates, scaling, readiness
 //! flips), mirrors its Services, EndpointSlices and Pods with three shared informers, runs the
-//! library's [`Discovery`] on those same informers (the services' instances, states and revisions
+//! library's [`ServiceDiscovery`] on those same informers (the services' instances, states and revisions
 //! shown are its snapshots, read exactly as `kwatch instances` reads them), times discovery
 //! lookups on a reader thread, injects a fault every two seconds (dropped watches, 410s, 429s,
 //! history compaction, 503s), and shows all of it about once a second: a live view on a terminal,
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use informer::discovery::{Discovery, DiscoveryMetrics, DiscoveryOptions, WatchScope};
+use informer::discovery::{DiscoveryMetrics, DiscoveryOptions, ServiceDiscovery, WatchScope};
 use informer::informer::{InformerFactory, InformerMetrics};
 use informer::reflector::{BackoffOptions, ReflectorOptions};
 use informer::sim::Simulator;
@@ -75,7 +75,7 @@ struct Mirror {
     pods: Informer<Pod>,
     /// Cluster-wide, on the same factory: its Service and EndpointSlice informers are the two
     /// above, so the demo watches each resource once.
-    discovery: Discovery,
+    discovery: ServiceDiscovery,
 }
 
 impl Mirror {
@@ -95,7 +95,7 @@ impl Mirror {
         let services = factory.informer::<Service>(None);
         let slices = factory.informer::<EndpointSlice>(None);
         let pods = factory.informer::<Pod>(None);
-        let discovery = Discovery::with_factory(
+        let discovery = ServiceDiscovery::with_factory(
             client,
             factory.clone(),
             DiscoveryOptions {
@@ -103,7 +103,7 @@ impl Mirror {
                 ..instances::discovery_options()
             },
         );
-        // Discovery's handlers go on the informers before they list.
+        // ServiceDiscovery's handlers go on the informers before they list.
         discovery.has_synced(NAMESPACE);
         factory.start();
         Mirror {
@@ -131,11 +131,15 @@ impl Mirror {
             .collect()
     }
 
-    fn has_synced(&self) -> bool {
-        self.services.has_synced()
-            && self.slices.has_synced()
-            && self.pods.has_synced()
-            && self.discovery.has_synced(NAMESPACE)
+    /// Waits (woken by the informers, no polling) until every informer and discovery synced, at
+    /// most `timeout`; returns whether they did.
+    async fn wait_for_sync(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let left = || deadline.saturating_duration_since(Instant::now());
+        self.services.wait_for_sync(left()).await
+            && self.slices.wait_for_sync(left()).await
+            && self.pods.wait_for_sync(left()).await
+            && self.discovery.wait_for_sync(NAMESPACE, left()).await
     }
 
     fn metrics(&self) -> [InformerMetrics; 3] {
@@ -186,7 +190,7 @@ struct Lookups {
 }
 
 /// Reads the caches in a loop, the way a proxy or a load balancer would on each request: one
-/// `Store::get` of a Service and one `Discovery::instances` of its port.
+/// `Store::get` of a Service and one `ServiceDiscovery::instances` of its port.
 fn spawn_reader(
     mirror: &Mirror,
     stop: Arc<AtomicBool>,
@@ -440,13 +444,10 @@ pub async fn run(args: DemoArgs) -> CliResult {
 
     let started = Instant::now();
     let mirror = Mirror::start(client);
-    while !mirror.has_synced() {
-        if started.elapsed() > super::connect::SYNC_TIMEOUT {
-            return Err(CliError::Runtime(
-                "the demo's informers did not sync".into(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    if !mirror.wait_for_sync(super::connect::SYNC_TIMEOUT).await {
+        return Err(CliError::Runtime(
+            "the demo's informers did not sync".into(),
+        ));
     }
     let sync_time = started.elapsed();
     if !tty {

@@ -6,13 +6,12 @@
 use std::sync::Arc;
 
 use informer::reflector::ReflectorOptions;
-use informer::{DynamicObject, Object};
+use informer::{DynamicObject, Informer, Object};
 use serde_json::json;
 
 use super::args::{Format, GetArgs, Global};
 use super::connect::{self, ErrorCollector};
 use super::output::{Out, age};
-use super::watch::dynamic_informer;
 use super::{CliError, CliResult, resolve};
 
 pub async fn run(global: &Global, args: GetArgs) -> CliResult {
@@ -30,7 +29,7 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
         on_error: Some(errors.callback()),
         ..connect::reflector_options()
     };
-    let informer = dynamic_informer(client, &resource, namespace.as_deref(), options);
+    let informer = Informer::dynamic(client, &resource, namespace.as_deref(), options);
     informer.start();
     let what = format!("get {}", resource.plural);
     errors

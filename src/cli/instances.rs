@@ -3,14 +3,14 @@
 //! [`Subscription`] reports a change.
 //!
 //! kwatch does not merge slices itself: every instance, condition, state and revision printed here
-//! is the library's [`Snapshot`], read with [`Discovery::instances`] and followed with
-//! [`Discovery::subscribe`]. Discovery runs with
+//! is the library's [`Snapshot`], read with [`ServiceDiscovery::instances`] and followed with
+//! [`ServiceDiscovery::subscribe`]. ServiceDiscovery runs with
 //! [`include_not_ready`](informer::discovery::DiscoveryOptions::include_not_ready) on, so endpoints
 //! that are not ready are listed too (flagged `ready: false`); the state is the library's: `Ready`
 //! when at least one instance is usable.
 //!
 //! Which Service ports: `--port NAME` picks one (`--port ""` the unnamed one). Without it, the
-//! Service's own ports decide ([`port_names`]): a single-port Service shows that port (named or
+//! Service's own ports decide (the library's [`port_names`]): a single-port Service shows that port (named or
 //! not), a multi-port Service shows every port, each endpoint once per target port number. A
 //! Service that does not exist (yet) is looked up on its unnamed port, which says `ServiceAbsent`.
 
@@ -18,8 +18,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
+pub use informer::discovery::port_names;
 use informer::discovery::{
-    Discovery, DiscoveryOptions, Instance, ServiceState, Snapshot, Subscription,
+    DiscoveryOptions, Instance, ServiceDiscovery, ServiceState, ServiceView, Subscription,
 };
 use informer::informer::InformerFactory;
 use informer::reflector::ReflectorOptions;
@@ -69,7 +70,8 @@ impl From<&Instance> for Row {
     }
 }
 
-/// A Service's endpoints at one revision, as printed (the `-o jsonl` line).
+/// A Service's endpoints at one revision (the library's [`ServiceView`]), as printed (the
+/// `-o jsonl` line).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct View {
     /// `namespace/name`.
@@ -81,75 +83,26 @@ pub struct View {
     pub instances: Vec<Row>,
 }
 
-impl View {
-    /// The view of one Service from the library's snapshots of the ports shown (at least one).
-    ///
-    /// With one port this is that snapshot. With several, the state is the most telling one
-    /// (`NotSynced` if any port is, else `Ready` if any is, else `ServiceAbsent` or
-    /// `NoEndpoints`) and the instances are the snapshots' lists side by side, in the library's
-    /// order, an `(address, port)` that two Service ports share (same target port) shown once.
-    pub fn of(service: String, snapshots: &[Arc<Snapshot>]) -> View {
-        let revision = snapshots.iter().map(|s| s.revision).max().unwrap_or(0);
-        let has = |state| snapshots.iter().any(|s| s.state == state);
-        let state = if snapshots.is_empty() || has(ServiceState::NotSynced) {
-            ServiceState::NotSynced
-        } else if has(ServiceState::Ready) {
-            ServiceState::Ready
-        } else if has(ServiceState::ServiceAbsent) {
-            ServiceState::ServiceAbsent
-        } else {
-            ServiceState::NoEndpoints
-        };
-        let mut instances: Vec<&Instance> =
-            snapshots.iter().flat_map(|s| s.instances.iter()).collect();
-        if snapshots.len() > 1 {
-            // Each list is sorted by key already; this only interleaves them and drops repeats.
-            instances.sort_by_key(|i| i.key());
-            instances.dedup_by_key(|i| i.key());
-        }
+impl From<ServiceView> for View {
+    fn from(v: ServiceView) -> View {
         View {
-            service,
-            revision,
-            state,
-            instances: instances.into_iter().map(Row::from).collect(),
+            instances: v.instances.iter().map(Row::from).collect(),
+            service: v.service,
+            revision: v.revision,
+            state: v.state,
         }
     }
+}
 
+impl View {
     pub fn ready(&self) -> usize {
         self.instances.iter().filter(|i| i.ready).count()
     }
 }
 
-/// The Service port names to show: `requested` if given; else every port of the Service (one for
-/// a single-port Service, `""` if it is unnamed); `""` when the Service is not known.
-pub fn port_names(service: Option<&Service>, requested: Option<&str>) -> Vec<String> {
-    if let Some(name) = requested {
-        return vec![name.to_owned()];
-    }
-    let mut names: Vec<String> = service
-        .map(|s| {
-            s.spec
-                .ports
-                .iter()
-                .map(|p| p.name.clone().unwrap_or_default())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names.dedup();
-    if names.is_empty() {
-        names.push(String::new());
-    }
-    names
-}
-
-/// The current view of a Service from discovery (reads only the caches).
-pub fn lookup(discovery: &Discovery, namespace: &str, name: &str, ports: &[String]) -> View {
-    let snapshots: Vec<Arc<Snapshot>> = ports
-        .iter()
-        .map(|p| discovery.instances(namespace, name, p))
-        .collect();
-    View::of(format!("{namespace}/{name}"), &snapshots)
+/// The library's [`ServiceView`] of `namespace/name` over `ports`, as printed.
+pub fn lookup(discovery: &ServiceDiscovery, namespace: &str, name: &str, ports: &[String]) -> View {
+    discovery.service_view(namespace, name, ports).into()
 }
 
 pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
@@ -172,7 +125,7 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
             ..connect::reflector_options()
         },
     ));
-    let discovery = Discovery::with_factory(client, factory.clone(), discovery_options());
+    let discovery = ServiceDiscovery::with_factory(client, factory.clone(), discovery_options());
     let what = format!("service {namespace}/{name}");
     errors
         .wait_for_sync(
@@ -236,7 +189,7 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
             });
             snapshots.push(discovery.instances(&namespace, &name, port));
         }
-        let view = View::of(format!("{namespace}/{name}"), &snapshots);
+        let view = View::from(ServiceView::of(format!("{namespace}/{name}"), &snapshots));
         if last.as_ref() != Some(&view) {
             print_view(&mut out, &view, args.output)?;
             out.flush()?;
@@ -307,107 +260,16 @@ fn print_view(out: &mut Out, view: &View, format: Format) -> CliResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use informer::discovery::Freshness;
-    use informer::{ServicePort, ServiceSpec};
-
-    fn service(ports: &[Option<&str>]) -> Service {
-        Service {
-            spec: ServiceSpec {
-                ports: ports
-                    .iter()
-                    .map(|n| ServicePort {
-                        name: n.map(str::to_owned),
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    fn snapshot(
-        port: &str,
-        revision: u64,
-        state: ServiceState,
-        addrs: &[(&str, u16)],
-    ) -> Arc<Snapshot> {
-        let mut s = Snapshot::not_synced("ns", "svc", port);
-        s.revision = revision;
-        s.state = state;
-        s.freshness = Freshness::Live;
-        s.instances = addrs
-            .iter()
-            .map(|(a, p)| Instance::new(a.parse().unwrap(), *p))
-            .collect();
-        Arc::new(s)
-    }
-
-    #[test]
-    fn which_ports_are_shown() {
-        let one_unnamed = service(&[None]);
-        let one_named = service(&[Some("grpc")]);
-        let two = service(&[Some("http"), Some("admin")]);
-        assert_eq!(port_names(Some(&one_unnamed), None), [""]);
-        assert_eq!(port_names(Some(&one_named), None), ["grpc"]);
-        assert_eq!(port_names(Some(&two), None), ["admin", "http"]);
-        assert_eq!(port_names(Some(&two), Some("http")), ["http"]);
-        assert_eq!(port_names(None, None), [""]);
-        assert_eq!(port_names(None, Some("http")), ["http"]);
-    }
-
-    #[test]
-    fn one_port_is_the_library_snapshot_as_is() {
-        let s = snapshot(
-            "http",
-            4,
-            ServiceState::Ready,
-            &[("10.0.0.9", 80), ("10.0.0.10", 80)],
-        );
-        let v = View::of("ns/svc".into(), std::slice::from_ref(&s));
-        assert_eq!((v.revision, v.state), (4, ServiceState::Ready));
-        let got: Vec<Row> = s.instances.iter().map(Row::from).collect();
-        assert_eq!(v.instances, got);
-    }
-
-    #[test]
-    fn several_ports_each_endpoint_once_per_target_port() {
-        let http = snapshot(
-            "http",
-            3,
-            ServiceState::Ready,
-            &[("10.0.0.1", 8080), ("10.0.0.2", 8080)],
-        );
-        // A second Service port on the same target port, and one on another.
-        let alt = snapshot("alt", 5, ServiceState::Ready, &[("10.0.0.1", 8080)]);
-        let admin = snapshot("admin", 2, ServiceState::NoEndpoints, &[("10.0.0.1", 9090)]);
-        let v = View::of("ns/svc".into(), &[admin, alt, http]);
-        assert_eq!((v.revision, v.state), (5, ServiceState::Ready));
-        let keys: Vec<(String, u16)> = v
-            .instances
-            .iter()
-            .map(|i| (i.address.to_string(), i.port))
-            .collect();
-        assert_eq!(
-            keys,
-            [
-                ("10.0.0.1".into(), 8080),
-                ("10.0.0.1".into(), 9090),
-                ("10.0.0.2".into(), 8080)
-            ]
-        );
-        let absent = snapshot("", 0, ServiceState::NotSynced, &[]);
-        let ready = snapshot("http", 1, ServiceState::Ready, &[]);
-        assert_eq!(
-            View::of("ns/svc".into(), &[absent, ready]).state,
-            ServiceState::NotSynced
-        );
-    }
+    use informer::discovery::{Freshness, Snapshot};
 
     #[test]
     fn the_jsonl_shape() {
-        let s = snapshot("", 7, ServiceState::Ready, &[("10.0.0.1", 8080)]);
-        let v = View::of("ns/svc".into(), &[s]);
+        let mut s = Snapshot::not_synced("ns", "svc", "");
+        s.revision = 7;
+        s.state = ServiceState::Ready;
+        s.freshness = Freshness::Live;
+        s.instances = vec![Instance::new("10.0.0.1".parse().unwrap(), 8080)];
+        let v = View::from(ServiceView::of("ns/svc".into(), &[Arc::new(s)]));
         assert_eq!(
             serde_json::to_string(&v).unwrap(),
             r#"{"service":"ns/svc","revision":7,"state":"Ready","instances":[{"address":"10.0.0.1","port":8080,"ready":true,"serving":true,"terminating":false,"zone":null,"node":null,"pod":null}]}"#

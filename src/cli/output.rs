@@ -10,7 +10,9 @@
 
 use std::borrow::Cow;
 use std::io::{BufWriter, Stdout, Write};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
+
+use informer::model::time::parse_rfc3339;
 
 use serde::Serialize;
 
@@ -185,49 +187,15 @@ pub fn table_lines(headers: &[&str], rows: &[Vec<String>]) -> Vec<String> {
     lines
 }
 
-/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp (`2024-01-02T03:04:05Z`, fractions
-/// and offsets accepted).
-pub fn parse_timestamp(s: &str) -> Option<i64> {
-    let b = s.as_bytes();
-    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let mut rest = &s[19..];
-    if let Some(frac) = rest.strip_prefix('.') {
-        rest = frac.trim_start_matches(|c: char| c.is_ascii_digit());
-    }
-    let offset = match rest {
-        "Z" | "z" | "" => 0,
-        _ => {
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            let oh: i64 = rest.get(1..3)?.parse().ok()?;
-            let om: i64 = rest.get(4..6)?.parse().ok()?;
-            sign * (oh * 3600 + om * 60)
-        }
-    };
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (mo + if mo > 2 { -3 } else { 9 }) + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days * 86_400 + h * 3600 + mi * 60 + sec - offset)
-}
-
 /// kubectl's short age: `45s`, `12m`, `3h`, `5d`; `<unknown>` without a timestamp.
 pub fn age(creation_timestamp: Option<&str>) -> String {
-    let Some(created) = creation_timestamp.and_then(parse_timestamp) else {
+    let Some(created) = creation_timestamp.and_then(parse_rfc3339) else {
         return "<unknown>".into();
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
-    human_age((now - created).max(0) as u64)
+    let age = SystemTime::now()
+        .duration_since(created)
+        .unwrap_or_default();
+    human_age(age.as_secs())
 }
 
 fn human_age(secs: u64) -> String {
@@ -242,6 +210,12 @@ fn human_age(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seconds since the Unix epoch, as kubectl's age reads them.
+    fn parse_timestamp(s: &str) -> Option<i64> {
+        let t = parse_rfc3339(s)?;
+        Some(t.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs() as i64)
+    }
 
     #[test]
     fn timestamps() {

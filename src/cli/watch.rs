@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use informer::informer::HandlerId;
 use informer::reflector::ReflectorOptions;
-use informer::{Api, ApiResource, Client, DynamicObject, HandlerFns, Informer, Object};
+use informer::{DynamicObject, HandlerFns, Informer, Object};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -81,36 +81,6 @@ struct Stats {
     peak_rss_kib: Option<u64>,
 }
 
-/// An informer of `resource` in `namespace` (all when `None` or cluster-scoped), whose objects
-/// carry `apiVersion` and `kind` even when the server leaves them out of list items.
-pub fn dynamic_informer(
-    client: Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-    options: ReflectorOptions,
-) -> Informer<DynamicObject> {
-    let api = match namespace {
-        Some(ns) if resource.namespaced => {
-            Api::<DynamicObject>::namespaced_with(client, ns, resource.clone())
-        }
-        _ => Api::<DynamicObject>::all_with(client, resource.clone()),
-    };
-    let (api_version, kind) = (resource.api_version(), resource.kind.to_string());
-    Informer::with_transform(
-        api,
-        options,
-        Arc::new(move |mut o: DynamicObject| {
-            if o.types.kind.is_empty() {
-                o.types.kind.clone_from(&kind);
-            }
-            if o.types.api_version.is_empty() {
-                o.types.api_version.clone_from(&api_version);
-            }
-            o
-        }),
-    )
-}
-
 /// Peak resident set size in KiB (`VmHWM` of `/proc/self/status`), when the system tells.
 pub fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -129,7 +99,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
         ..connect::reflector_options()
     };
     let started = Instant::now();
-    let informer = dynamic_informer(client, &resource, namespace.as_deref(), options);
+    let informer = Informer::dynamic(client, &resource, namespace.as_deref(), options);
     // Bounded: a terminal slower than the watch blocks the handler thread, whose queue then
     // coalesces per key, and the fifo behind it slows the watch reader: memory stays O(keys).
     let (tx, mut rx) = mpsc::channel(NOTIFICATION_BUFFER);
@@ -151,6 +121,9 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
     loop {
         tokio::select! {
             n = rx.recv() => first = n,
+            // Woken by the informer the moment the handler has synced.
+            _ = informer.wait_for_handler_sync(id, Duration::MAX), if !sync_observed => {}
+            // Error reporting and `--max-events` look at the counters now and then.
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             _ = &mut ctrl_c => break,
         }

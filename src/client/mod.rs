@@ -25,6 +25,7 @@
 mod params;
 mod pool;
 mod proxy;
+mod resources;
 mod tls;
 
 use std::marker::PhantomData;
@@ -46,9 +47,10 @@ pub use proxy::{ProxyUrl, redact_userinfo};
 
 use crate::config::{Auth, Config};
 use crate::error::{Error, Result, excerpt};
+use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
 use crate::watch::{WatchStream, decode_error};
-use crate::{ApiResource, ListMeta, Object, Resource, Status};
+use crate::{ApiResource, Object, Resource, Status};
 
 /// Largest error body read to build an error message.
 const MAX_ERROR_BODY: usize = 64 * 1024;
@@ -384,8 +386,10 @@ fn classify_transport(
 /// One page of a LIST: the list's metadata and its items.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ObjectList<T> {
+    /// The list's `resourceVersion` and `continue` token.
     #[serde(default)]
     pub metadata: ListMeta,
+    /// The objects of this page.
     #[serde(default = "Vec::new", deserialize_with = "null_as_default")]
     #[serde(bound(deserialize = "T: serde::de::DeserializeOwned"))]
     pub items: Vec<T>,

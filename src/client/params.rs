@@ -29,7 +29,9 @@ impl VersionMatch {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ListParams {
+    /// `labelSelector`: only objects whose labels match.
     pub label_selector: Option<String>,
+    /// `fieldSelector`: only objects whose fields match.
     pub field_selector: Option<String>,
     /// Page size; `None` asks for everything at once.
     pub limit: Option<u32>,
@@ -37,31 +39,39 @@ pub struct ListParams {
     pub continue_token: Option<String>,
     /// `""`/`None`: most recent (consistent read); `"0"`: any (cache); otherwise see `version_match`.
     pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: how `resource_version` is read.
     pub version_match: Option<VersionMatch>,
+    /// `timeoutSeconds`: the server ends the request after this long.
     pub timeout_seconds: Option<u32>,
 }
 
 impl ListParams {
+    /// Sets [`label_selector`](Self::label_selector).
     pub fn labels(mut self, selector: &str) -> Self {
         self.label_selector = Some(selector.to_owned());
         self
     }
+    /// Sets [`field_selector`](Self::field_selector).
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_owned());
         self
     }
+    /// Sets [`limit`](Self::limit): at most this many objects per page.
     pub fn limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
         self
     }
+    /// Sets [`continue_token`](Self::continue_token): the next page of a paged list.
     pub fn continue_token(mut self, token: &str) -> Self {
         self.continue_token = Some(token.to_owned());
         self
     }
+    /// Sets [`resource_version`](Self::resource_version).
     pub fn resource_version(mut self, rv: &str) -> Self {
         self.resource_version = Some(rv.to_owned());
         self
     }
+    /// Sets [`version_match`](Self::version_match).
     pub fn version_match(mut self, m: VersionMatch) -> Self {
         self.version_match = Some(m);
         self
@@ -96,12 +106,16 @@ impl ListParams {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WatchParams {
+    /// `labelSelector`: only objects whose labels match.
     pub label_selector: Option<String>,
+    /// `fieldSelector`: only objects whose fields match.
     pub field_selector: Option<String>,
     /// Start after this version; `None`/`""`/`"0"` start with synthetic ADDED events for the current
     /// state.
     pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: how `resource_version` is read.
     pub version_match: Option<VersionMatch>,
+    /// `allowWatchBookmarks`: ask for BOOKMARK events.
     pub allow_bookmarks: bool,
     /// The server ends the watch cleanly after this many seconds.
     pub timeout_seconds: Option<u32>,
@@ -110,22 +124,27 @@ pub struct WatchParams {
 }
 
 impl WatchParams {
+    /// Sets [`label_selector`](Self::label_selector).
     pub fn labels(mut self, selector: &str) -> Self {
         self.label_selector = Some(selector.to_owned());
         self
     }
+    /// Sets [`field_selector`](Self::field_selector).
     pub fn fields(mut self, selector: &str) -> Self {
         self.field_selector = Some(selector.to_owned());
         self
     }
+    /// Sets [`resource_version`](Self::resource_version): watch changes after this version.
     pub fn resource_version(mut self, rv: &str) -> Self {
         self.resource_version = Some(rv.to_owned());
         self
     }
+    /// Sets [`allow_bookmarks`](Self::allow_bookmarks).
     pub fn bookmarks(mut self, allow: bool) -> Self {
         self.allow_bookmarks = allow;
         self
     }
+    /// Sets [`timeout_seconds`](Self::timeout_seconds).
     pub fn timeout(mut self, seconds: u32) -> Self {
         self.timeout_seconds = Some(seconds);
         self

@@ -32,9 +32,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::Deserialize;
 
-use super::{Identity, Secret, TokenProvider, rfc3339};
+use super::{Identity, Secret, TokenProvider};
 use crate::error::{Error, Result};
 use crate::model::meta::null_as_default;
+use crate::model::time::parse_rfc3339;
 
 /// A credential is refreshed when less than this remains before its `expirationTimestamp`.
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
@@ -400,7 +401,7 @@ impl ExecCredentialProvider {
             .ok_or_else(|| fail("output has no status".into()))?;
         let expires_at = match status.expiration_timestamp.as_deref() {
             None | Some("") => None,
-            Some(t) => Some(rfc3339::parse(t).ok_or_else(|| {
+            Some(t) => Some(parse_rfc3339(t).ok_or_else(|| {
                 fail(format!(
                     "status.expirationTimestamp {t:?} is not an RFC 3339 time"
                 ))

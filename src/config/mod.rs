@@ -26,7 +26,6 @@ use crate::frame::DEFAULT_MAX_FRAME_BYTES;
 pub mod exec;
 pub mod incluster;
 pub mod kubeconfig;
-mod rfc3339;
 mod token_file;
 
 pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
@@ -37,7 +36,7 @@ pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
 /// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
 ///
 /// ```
-/// let s = informer::Secret::new("hunter2");
+/// let s = informer::config::Secret::new("hunter2");
 /// assert_eq!(format!("{s:?}"), "Secret([redacted])");
 /// assert_eq!(s.to_string(), "[redacted]");
 /// assert_eq!(s.expose(), "hunter2");
@@ -170,7 +169,12 @@ pub enum Auth {
     /// A fixed bearer token.
     Bearer(Secret),
     /// HTTP basic authentication.
-    Basic { username: String, password: Secret },
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: Secret,
+    },
     /// Tokens from a provider (exec plugin, token file re-read on rotation).
     Provider(Arc<dyn TokenProvider>),
 }
@@ -201,7 +205,7 @@ pub struct TlsConfig {
 /// ```
 /// let mut config = informer::Config::new("https://k:6443".parse().unwrap());
 /// config.proxy_url = Some("http://me:s3cret@proxy:3128".parse().unwrap());
-/// config.auth = informer::Auth::Bearer(informer::Secret::new("t0ken"));
+/// config.auth = informer::config::Auth::Bearer(informer::config::Secret::new("t0ken"));
 /// let debug = format!("{config:?}");
 /// assert!(!debug.contains("s3cret") && !debug.contains("t0ken"), "{debug}");
 /// ```
@@ -212,7 +216,9 @@ pub struct Config {
     pub cluster_url: Uri,
     /// The namespace used when a caller does not name one.
     pub default_namespace: String,
+    /// Server CA, client certificate and verification settings.
     pub tls: TlsConfig,
+    /// How requests authenticate.
     pub auth: Auth,
     /// Limit on establishing a TCP connection (default 30 s).
     pub connect_timeout: Duration,

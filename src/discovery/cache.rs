@@ -7,8 +7,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use hashbrown::HashTable;
 use tokio::sync::{Notify, watch};
@@ -94,12 +93,16 @@ struct Watch {
     /// Set when the namespace was forgotten (past `max_watched_namespaces`): its first
     /// computation never comes.
     evicted: AtomicBool,
+    /// Wakes the first-computation task when `evicted` is set.
+    evicted_notify: Notify,
     /// Removes this cache's handlers from the informers (run on eviction).
     unregister: Mutex<Vec<Box<dyn FnOnce() + Send>>>,
     slices: Option<Informer<EndpointSlice>>,
     endpoints: Option<Informer<Endpoints>>,
     services: Option<Informer<Service>>,
     pods: Option<Informer<PartialObjectMetadata>>,
+    /// Our handler on each informer (slices, endpoints, services, pods), set by `wire`.
+    handlers: OnceLock<[Option<HandlerId>; 4]>,
     /// Set once every informer synced, just before the first full computation: from then on
     /// handlers recompute.
     ///
@@ -130,11 +133,41 @@ impl Watch {
             }));
     }
 
+    /// Every informer synced and our handler on it has been handed its whole initial list. Not
+    /// just the informers: the first computation reads the stores, and a handler still holding an
+    /// initial add could see it cancelled by a delete (the queue drops an add never delivered)
+    /// and never recompute the Service.
     fn has_synced(&self) -> bool {
-        self.slices.as_ref().is_none_or(|i| i.has_synced())
-            && self.endpoints.as_ref().is_none_or(|i| i.has_synced())
-            && self.services.as_ref().is_none_or(|i| i.has_synced())
-            && self.pods.as_ref().is_none_or(|i| i.has_synced())
+        let ids = self.handlers.get().copied().unwrap_or_default();
+        handler_synced_now(&self.slices, ids[0])
+            && handler_synced_now(&self.endpoints, ids[1])
+            && handler_synced_now(&self.services, ids[2])
+            && handler_synced_now(&self.pods, ids[3])
+    }
+
+    /// Completes once [`has_synced`](Self::has_synced) (each informer wakes its waiter).
+    async fn synced(&self) {
+        let ids = self.handlers.get().copied().unwrap_or_default();
+        handler_synced(&self.slices, ids[0]).await;
+        handler_synced(&self.endpoints, ids[1]).await;
+        handler_synced(&self.services, ids[2]).await;
+        handler_synced(&self.pods, ids[3]).await;
+    }
+}
+
+fn handler_synced_now<T: Object + Clone>(inf: &Option<Informer<T>>, id: Option<HandlerId>) -> bool {
+    match (inf, id) {
+        (Some(inf), Some(id)) => inf.handler_has_synced(id),
+        (Some(inf), None) => inf.has_synced(),
+        (None, _) => true,
+    }
+}
+
+async fn handler_synced<T: Object + Clone>(inf: &Option<Informer<T>>, id: Option<HandlerId>) {
+    match (inf, id) {
+        (Some(inf), Some(id)) => inf.handler_synced(id).await,
+        (Some(inf), None) => inf.synced().await,
+        (None, _) => {}
     }
 }
 
@@ -376,9 +409,10 @@ impl Cache {
     /// cells and Pod references, its slice sequence numbers, and (when this cache owns the
     /// factory) its informers. Asking about the namespace again starts over.
     fn forget_namespace(&self, namespace: &str, watch: &Watch) {
-        // Relaxed: a stop flag for the watch's first-computation task; nothing else is read
-        // through it.
+        // Relaxed: a stop flag for the watch's first-computation task, read after the
+        // notification below (whose release/acquire pair orders it); nothing else goes through it.
         watch.evicted.store(true, Ordering::Relaxed);
+        watch.evicted_notify.notify_waiters();
         let unregister = std::mem::take(
             &mut *watch
                 .unregister
@@ -417,6 +451,11 @@ impl Cache {
 
     pub(crate) fn has_synced(&self, namespace: &str) -> bool {
         self.watch(namespace).has_synced()
+    }
+
+    /// Completes once the informers serving `namespace` have synced.
+    pub(crate) async fn synced(&self, namespace: &str) {
+        self.watch(namespace).synced().await
     }
 
     pub(crate) async fn wait_first_compute(
@@ -532,12 +571,22 @@ impl Cache {
         let me = self.me.clone();
         let w = watch.clone();
         self.runtime.spawn(async move {
-            while !w.has_synced() {
-                // Relaxed: a stop flag; nothing else is read through it.
-                if w.evicted.load(Ordering::Relaxed) {
-                    return;
+            // Synced, or evicted first (its informers may then never sync).
+            let evicted = async {
+                loop {
+                    // Created before the check: a notification after it is not lost.
+                    let notified = w.evicted_notify.notified();
+                    // Relaxed: the flag is set before `notify_waiters`, whose release/acquire
+                    // pair orders it before this load.
+                    if w.evicted.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    notified.await;
                 }
-                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            tokio::select! {
+                _ = w.synced() => {}
+                _ = evicted => return,
             }
             let Some(cache) = me.upgrade() else { return };
             // Before the full computation: events handled from now on recompute themselves, and
@@ -572,7 +621,7 @@ impl Cache {
             let inf: Informer<EndpointSlice> =
                 self.factory
                     .informer_with(EndpointSlice::api_resource(), ns, None, None);
-            // Already there when the factory is shared with another Discovery: same function.
+            // Already there when the factory is shared with another ServiceDiscovery: same function.
             let _ = inf.store().add_index(
                 SERVICE_INDEX,
                 Arc::new(|s: &EndpointSlice| {
@@ -601,22 +650,27 @@ impl Cache {
             // Relaxed: only a unique, increasing number is needed (compared under the watches lock).
             created: self.next_seq.fetch_add(1, Ordering::Relaxed),
             evicted: AtomicBool::new(false),
+            evicted_notify: Notify::new(),
             unregister: Mutex::new(Vec::new()),
             slices,
             endpoints,
             services,
             pods,
+            handlers: OnceLock::new(),
             computing: AtomicBool::new(false),
             computed: AtomicBool::new(false),
             computed_notify: Notify::new(),
         });
-        self.wire(&watch);
+        let handlers = self.wire(&watch);
+        let _ = watch.handlers.set(handlers);
         watch
     }
 
-    /// Registers the handlers that recompute Services and starts the informers.
-    fn wire(&self, w: &Watch) {
+    /// Registers the handlers that recompute Services and starts the informers; returns the
+    /// handlers' ids (slices, endpoints, services, pods).
+    fn wire(&self, w: &Watch) -> [Option<HandlerId>; 4] {
         let rt = &self.runtime;
+        let mut ids = [None; 4];
         if let Some(inf) = &w.slices {
             let (a, u, d) = (self.me.clone(), self.me.clone(), self.me.clone());
             let id = inf.add_handler(
@@ -640,6 +694,7 @@ impl Cache {
                         }
                     }),
             );
+            ids[0] = Some(id);
             w.on_evict(inf, id);
             inf.start_on(rt);
         }
@@ -650,6 +705,7 @@ impl Cache {
                 |_, _| false,
                 |c, m| c.service_changed(&m.namespace, &m.name),
             );
+            ids[1] = Some(id);
             w.on_evict(inf, id);
             inf.start_on(rt);
         }
@@ -661,6 +717,7 @@ impl Cache {
                 |old: &Service, new| old.spec.ports == new.spec.ports,
                 |c, m| c.service_changed(&m.namespace, &m.name),
             );
+            ids[2] = Some(id);
             w.on_evict(inf, id);
             inf.start_on(rt);
         }
@@ -675,9 +732,11 @@ impl Cache {
                 },
                 |c, m| c.pod_changed(m.key()),
             );
+            ids[3] = Some(id);
             w.on_evict(inf, id);
             inf.start_on(rt);
         }
+        ids
     }
 
     fn slice_changed(&self, slice: &EndpointSlice, present: bool) {

@@ -2,7 +2,7 @@
 //! caches in nanoseconds, pushed to subscribers on change.
 //!
 //! # What
-//! [`Discovery`] keeps one shared EndpointSlice informer per namespace (or one cluster-wide, see
+//! [`ServiceDiscovery`] keeps one shared EndpointSlice informer per namespace (or one cluster-wide, see
 //! [`WatchScope`]), indexed by the `kubernetes.io/service-name` label, and optionally a Service
 //! informer (to tell "Service absent" from "no endpoints") and a metadata-only Pod informer (Pod
 //! labels/annotations, Dubbo's `io.dubbo/metadata`). Every `(namespace, service, port name)` that
@@ -13,8 +13,8 @@
 //! ```no_run
 //! # async fn demo(client: informer::Client) {
 //! use std::time::Duration;
-//! use informer::discovery::{Discovery, DiscoveryOptions, ServiceState};
-//! let discovery = Discovery::new(client, DiscoveryOptions::default());
+//! use informer::discovery::{ServiceDiscovery, DiscoveryOptions, ServiceState};
+//! let discovery = ServiceDiscovery::new(client, DiscoveryOptions::default());
 //! discovery.wait_for_sync("prod", Duration::from_secs(30)).await;
 //! let snapshot = discovery.instances("prod", "web", "http");
 //! if snapshot.state == ServiceState::Ready {
@@ -25,8 +25,8 @@
 //! ```
 //!
 //! # Invariants
-//! - **Zero apiserver calls on the read path** once synced: [`Discovery::instances`] is a hash
-//!   lookup and an `Arc` clone. Only [`Discovery::instances_or_fetch`] may call the apiserver, and
+//! - **Zero apiserver calls on the read path** once synced: [`ServiceDiscovery::instances`] is a hash
+//!   lookup and an `Arc` clone. Only [`ServiceDiscovery::instances_or_fetch`] may call the apiserver, and
 //!   only before the caches synced: single-flight per Service, at most one request per Service per
 //!   [`DiscoveryOptions::fetch_min_interval`], at most
 //!   [`DiscoveryOptions::max_concurrent_fetches`] in flight.
@@ -78,6 +78,7 @@ mod merge;
 mod persist;
 mod snapshot;
 mod subscribe;
+mod view;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -89,6 +90,7 @@ pub use snapshot::{
     diff,
 };
 pub use subscribe::{Change, Subscription};
+pub use view::{ServiceView, port_names};
 
 use crate::client::Client;
 use crate::informer::InformerFactory;
@@ -144,8 +146,10 @@ pub enum WatchScope {
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum IpFamilyPreference {
+    /// IPv4 addresses first.
     #[default]
     PreferIpv4,
+    /// IPv6 addresses first.
     PreferIpv6,
 }
 
@@ -165,7 +169,7 @@ pub struct TopologyPreference {
     pub node: Option<String>,
 }
 
-/// Options of a [`Discovery`].
+/// Options of a [`ServiceDiscovery`].
 ///
 /// ```
 /// use std::time::Duration;
@@ -175,7 +179,9 @@ pub struct TopologyPreference {
 /// ```
 #[derive(Clone, Debug)]
 pub struct DiscoveryOptions {
+    /// Where endpoints come from (EndpointSlices, or legacy Endpoints).
     pub source: EndpointSource,
+    /// One informer per namespace, or one cluster-wide.
     pub scope: WatchScope,
     /// Watch Services too, to tell [`ServiceState::ServiceAbsent`] from
     /// [`ServiceState::NoEndpoints`] exactly and to take `appProtocol` from the Service port.
@@ -187,7 +193,9 @@ pub struct DiscoveryOptions {
     pub serving_terminating_fallback: bool,
     /// List not-ready endpoints too (flagged; never usable). Default false.
     pub include_not_ready: bool,
+    /// Which IP family comes first in a snapshot.
     pub ip_family: IpFamilyPreference,
+    /// Topology-aware filtering of instances.
     pub topology: TopologyPreference,
     /// Only count slices whose `endpointslice.kubernetes.io/managed-by` equals this.
     pub managed_by: Option<String>,
@@ -242,7 +250,7 @@ impl Default for DiscoveryOptions {
     }
 }
 
-/// Counters of a [`Discovery`].
+/// Counters of a [`ServiceDiscovery`].
 ///
 /// ```
 /// let m = informer::discovery::DiscoveryMetrics::default();
@@ -271,8 +279,8 @@ pub struct DiscoveryMetrics {
 ///
 /// ```no_run
 /// # async fn demo(client: informer::Client) {
-/// use informer::discovery::{Discovery, DiscoveryOptions};
-/// let d = Discovery::new(client, DiscoveryOptions::default());
+/// use informer::discovery::{ServiceDiscovery, DiscoveryOptions};
+/// let d = ServiceDiscovery::new(client, DiscoveryOptions::default());
 /// let mut sub = d.subscribe("prod", "web", "http");
 /// if let Some(change) = sub.changed().await {
 ///     assert!(d.instances("prod", "web", "http").revision >= change.snapshot.revision);
@@ -280,16 +288,16 @@ pub struct DiscoveryMetrics {
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct Discovery {
+pub struct ServiceDiscovery {
     cache: Arc<cache::Cache>,
 }
 
-impl Discovery {
-    /// Discovery with its own informer factory (built from `options.reflector`).
+impl ServiceDiscovery {
+    /// ServiceDiscovery with its own informer factory (built from `options.reflector`).
     ///
     /// # Panics
     /// Outside a tokio runtime.
-    pub fn new(client: Client, options: DiscoveryOptions) -> Discovery {
+    pub fn new(client: Client, options: DiscoveryOptions) -> ServiceDiscovery {
         let factory = Arc::new(InformerFactory::with_options(
             client.clone(),
             options.reflector.clone(),
@@ -297,7 +305,7 @@ impl Discovery {
         Self::with_factory(client, factory, options)
     }
 
-    /// Discovery on an existing factory, sharing its informers with the rest of the process
+    /// ServiceDiscovery on an existing factory, sharing its informers with the rest of the process
     /// (`options.reflector` is then unused: the factory's defaults apply).
     ///
     /// # Panics
@@ -306,9 +314,9 @@ impl Discovery {
     /// ```no_run
     /// # async fn demo(client: informer::Client) {
     /// use std::sync::Arc;
-    /// use informer::{InformerFactory, discovery::{Discovery, DiscoveryOptions}};
+    /// use informer::{InformerFactory, discovery::{ServiceDiscovery, DiscoveryOptions}};
     /// let factory = Arc::new(InformerFactory::new(client.clone()));
-    /// let d = Discovery::with_factory(client, factory, DiscoveryOptions::default());
+    /// let d = ServiceDiscovery::with_factory(client, factory, DiscoveryOptions::default());
     /// # let _ = d;
     /// # }
     /// ```
@@ -316,8 +324,8 @@ impl Discovery {
         client: Client,
         factory: Arc<InformerFactory>,
         options: DiscoveryOptions,
-    ) -> Discovery {
-        Discovery {
+    ) -> ServiceDiscovery {
+        ServiceDiscovery {
             cache: cache::Cache::new(client, factory, options),
         }
     }
@@ -328,7 +336,7 @@ impl Discovery {
     /// until they synced; after that it is a hash lookup and an `Arc` clone.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// let s = d.instances("prod", "web", "http");
     /// for i in s.usable() { println!("{}", i.socket_addr()); }
     /// # }
@@ -344,7 +352,7 @@ impl Discovery {
     /// snapshot exists, that is returned instead of the error.
     ///
     /// ```no_run
-    /// # async fn demo(d: informer::discovery::Discovery) -> Result<(), informer::discovery::FetchError> {
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) -> Result<(), informer::discovery::FetchError> {
     /// let s = d.instances_or_fetch("prod", "web", "http").await?;
     /// println!("{:?} {:?}", s.state, s.freshness);
     /// # Ok(()) }
@@ -362,7 +370,7 @@ impl Discovery {
     /// the diff. Latest wins: a slow subscriber skips revisions, it never queues them.
     ///
     /// ```no_run
-    /// # async fn demo(d: informer::discovery::Discovery) {
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
     /// let mut sub = d.subscribe("prod", "web", "http");
     /// while let Some(c) = sub.changed().await {
     ///     for gone in &c.diff.removed { println!("drain {}", gone.socket_addr()); }
@@ -373,11 +381,11 @@ impl Discovery {
         Subscription::new(self.cache.cell(namespace, service, port).subscribe())
     }
 
-    /// Whether the informers serving `namespace` finished their first list (starts them if
-    /// nothing asked for the namespace yet).
+    /// Whether the informers serving `namespace` finished their first list and handed it to
+    /// discovery's handlers (starts them if nothing asked for the namespace yet).
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// if !d.has_synced("prod") { println!("warming up"); }
     /// # }
     /// ```
@@ -388,17 +396,18 @@ impl Discovery {
     /// Waits until [`has_synced`](Self::has_synced), at most `timeout`; returns whether it did.
     ///
     /// ```no_run
-    /// # async fn demo(d: informer::discovery::Discovery) {
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
     /// assert!(d.wait_for_sync("prod", std::time::Duration::from_secs(30)).await);
     /// # }
     /// ```
     pub async fn wait_for_sync(&self, namespace: &str, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
-        while !self.has_synced(namespace) {
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        // Woken by the informers as they sync: no polling.
+        if tokio::time::timeout_at(deadline, self.cache.synced(namespace))
+            .await
+            .is_err()
+        {
+            return false;
         }
         // The first full computation runs right after the sync; wait for it too.
         self.cache.wait_first_compute(namespace, deadline).await
@@ -408,7 +417,7 @@ impl Discovery {
     /// [`DiscoveryOptions::last_known_good`]).
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) -> std::io::Result<()> {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) -> std::io::Result<()> {
     /// d.persist_now()?;
     /// # Ok(()) }
     /// ```
@@ -419,7 +428,7 @@ impl Discovery {
     /// A snapshot of the counters.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// println!("{:?}", d.metrics());
     /// # }
     /// ```

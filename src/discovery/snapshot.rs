@@ -40,9 +40,15 @@ pub enum Freshness {
     /// Computed from the informer caches, which follow the apiserver.
     Live,
     /// Read directly from the apiserver at `at` because the caches were not synced yet.
-    Fetched { at: SystemTime },
+    Fetched {
+        /// When it was read.
+        at: SystemTime,
+    },
     /// Loaded from the last-known-good file; it was saved at `saved_at` and may be out of date.
-    Stale { saved_at: SystemTime },
+    Stale {
+        /// When the file was written.
+        saved_at: SystemTime,
+    },
 }
 
 impl Freshness {
@@ -111,6 +117,7 @@ pub struct InstanceMetadata {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Instance {
+    /// The endpoint's IP address.
     pub address: IpAddr,
     /// The target port of this endpoint (from its slice's port of the requested name).
     pub port: u16,
@@ -120,8 +127,11 @@ pub struct Instance {
     pub serving: bool,
     /// `conditions.terminating` (`None` read as false).
     pub terminating: bool,
+    /// The endpoint's zone (`zone`), when known.
     pub zone: Option<String>,
+    /// The node the endpoint runs on (`nodeName`), when known.
     pub node: Option<String>,
+    /// The endpoint's `hostname`, when set.
     pub hostname: Option<String>,
     /// The target Pod as `namespace/name`, when `targetRef` is a Pod.
     pub pod: Option<String>,
@@ -200,7 +210,7 @@ impl Instance {
 }
 
 /// An immutable view of one Service port at one revision. Handed out as `Arc<Snapshot>`: the same
-/// allocation serves [`Discovery::instances`](super::Discovery::instances) and every subscriber.
+/// allocation serves [`ServiceDiscovery::instances`](super::ServiceDiscovery::instances) and every subscriber.
 ///
 /// ```
 /// use informer::discovery::{Snapshot, ServiceState};
@@ -210,13 +220,16 @@ impl Instance {
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// The Service's namespace.
     pub namespace: String,
+    /// The Service's name.
     pub service: String,
     /// The Service port name this snapshot is for (`""` for the single unnamed port).
     pub port_name: String,
     /// Increases (per Service, across its ports) every time the content changes; `0` for a
     /// snapshot that never came from the caches (not synced yet, or fetched).
     pub revision: u64,
+    /// Whether the Service exists, has endpoints, and the caches are synced.
     pub state: ServiceState,
     /// Sorted by `(address, port)`: IPv4 before IPv6, numerically.
     pub instances: Vec<Instance>,
@@ -227,6 +240,7 @@ pub struct Snapshot {
     /// True when the source was a v1 Endpoints object marked
     /// `endpoints.kubernetes.io/over-capacity: truncated` (the list misses endpoints).
     pub truncated: bool,
+    /// Where this snapshot comes from (live caches, a direct read, or the last-known-good file).
     pub freshness: Freshness,
 }
 

@@ -1,5 +1,5 @@
 //! Push delivery: a subscription reads the same latest-value cell as
-//! [`Discovery::instances`](super::Discovery::instances), so it never queues a backlog and a pull
+//! [`ServiceDiscovery::instances`](super::ServiceDiscovery::instances), so it never queues a backlog and a pull
 //! after a notification never returns an older revision.
 
 use std::sync::Arc;
@@ -20,6 +20,7 @@ use super::snapshot::{InstanceDiff, Snapshot, diff};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Change {
+    /// The new snapshot.
     pub snapshot: Arc<Snapshot>,
     /// The revision this subscription delivered before (`None` on the first notification).
     pub previous_revision: Option<u64>,
@@ -27,14 +28,14 @@ pub struct Change {
     pub diff: InstanceDiff,
 }
 
-/// The receiving end of [`Discovery::subscribe`](super::Discovery::subscribe).
+/// The receiving end of [`ServiceDiscovery::subscribe`](super::ServiceDiscovery::subscribe).
 ///
 /// The first [`changed`](Self::changed) returns the current snapshot at once (everything
 /// "added"); later calls wait for a snapshot whose content differs. Only the newest snapshot is
 /// kept for a subscriber that falls behind.
 ///
 /// ```no_run
-/// # async fn demo(d: informer::discovery::Discovery) {
+/// # async fn demo(d: informer::discovery::ServiceDiscovery) {
 /// let mut sub = d.subscribe("prod", "web", "http");
 /// while let Some(change) = sub.changed().await {
 ///     println!("rev {}: +{} -{}", change.snapshot.revision, change.diff.added.len(), change.diff.removed.len());
@@ -87,7 +88,7 @@ impl Subscription {
     /// The newest snapshot, without waiting and without marking it delivered.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// let sub = d.subscribe("prod", "web", "http");
     /// println!("{:?}", sub.current().state);
     /// # }
@@ -99,7 +100,7 @@ impl Subscription {
     /// The snapshot the last [`changed`](Self::changed) returned.
     ///
     /// ```no_run
-    /// # fn demo(d: informer::discovery::Discovery) {
+    /// # fn demo(d: informer::discovery::ServiceDiscovery) {
     /// assert!(d.subscribe("prod", "web", "http").last_delivered().is_none());
     /// # }
     /// ```

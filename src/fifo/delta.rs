@@ -177,8 +177,11 @@ pub trait KnownObjects<T>: Send + Sync {
 /// ```
 #[derive(Clone, Debug)]
 pub enum RawDelta {
+    /// An object was added.
     Added(RawObject),
+    /// An object changed.
     Modified(RawObject),
+    /// An object was deleted (its last state).
     Deleted(RawObject),
 }
 

@@ -48,7 +48,7 @@
 //! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and,
 //! the bounded async pushes aside, never wait for the consumer (see `inbox.rs` for the wake-up
 //! protocol and its orderings; `relist_page` also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
-//! state outright, so coalescing takes no lock at all. It drains the inbox (up to [`DRAIN_BATCH`]
+//! state outright, so coalescing takes no lock at all. It drains the inbox (up to `DRAIN_BATCH`
 //! inputs at a time) whenever nothing is pending and otherwise every 32 pops, always between two
 //! pops, so the store it compares against reflects every delta it handed out before (the previous
 //! [`Popped`] must be dropped before the next pop; the borrow checker enforces it).
@@ -77,7 +77,7 @@ use pending::{Change, Held, Pending};
 
 /// Most raw inputs the consumer drains before handing out a key, so a fast producer cannot keep the
 /// consumer draining forever.
-pub const DRAIN_BATCH: usize = 4096;
+pub(crate) const DRAIN_BATCH: usize = 4096;
 
 /// While keys are pending, the consumer drains the inbox once every this many pops (and whenever
 /// nothing is pending). Draining before every pop would wake a producer that waits for room once

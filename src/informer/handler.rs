@@ -80,17 +80,21 @@ impl<T> Default for HandlerFns<T> {
 }
 
 impl<T> HandlerFns<T> {
+    /// A handler that does nothing until closures are set.
     pub fn new() -> Self {
         Self::default()
     }
+    /// Sets the closure for [`EventHandler::on_add`].
     pub fn on_add(mut self, f: impl Fn(&Arc<T>, bool) + Send + Sync + 'static) -> Self {
         self.add = Some(Box::new(f));
         self
     }
+    /// Sets the closure for [`EventHandler::on_update`].
     pub fn on_update(mut self, f: impl Fn(&Arc<T>, &Arc<T>) + Send + Sync + 'static) -> Self {
         self.update = Some(Box::new(f));
         self
     }
+    /// Sets the closure for [`EventHandler::on_delete`].
     pub fn on_delete(mut self, f: impl Fn(&DeletedObject<T>) + Send + Sync + 'static) -> Self {
         self.delete = Some(Box::new(f));
         self
@@ -336,6 +340,9 @@ pub(crate) struct Slot<T> {
     panics: AtomicU64,
     /// Told of every caught panic.
     on_error: Option<ErrorCallback>,
+    /// The informer's progress signal, bumped when the last initial notification is gone
+    /// (delivered, or coalesced away), so that sync waits wake.
+    progress: tokio::sync::watch::Sender<()>,
 }
 
 impl<T: Object> Slot<T> {
@@ -343,6 +350,7 @@ impl<T: Object> Slot<T> {
         id: u64,
         handler: Box<dyn EventHandler<T>>,
         on_error: Option<ErrorCallback>,
+        progress: tokio::sync::watch::Sender<()>,
     ) -> Arc<Slot<T>> {
         Arc::new(Slot {
             id,
@@ -352,13 +360,23 @@ impl<T: Object> Slot<T> {
             delivered: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             on_error,
+            progress,
         })
     }
 
     /// Queues a notification; never waits for the handler.
     pub(crate) fn notify(&self, key: &str, n: Notification<T>) {
-        self.queue.lock().unwrap().push(key, n);
+        let initial_done = {
+            let mut q = self.queue.lock().unwrap();
+            let before = q.initial_outstanding;
+            q.push(key, n);
+            // A delete can cancel the last waiting initial add.
+            before > 0 && q.initial_outstanding == 0
+        };
         self.ready.notify_one();
+        if initial_done {
+            self.progress.send_replace(());
+        }
     }
 
     /// Runs `f` with the queue locked (to queue several notifications at once).
@@ -455,7 +473,13 @@ impl<T: Object> Slot<T> {
             }
             if initial {
                 // Counted down only after the call returned: has_synced means "handled".
-                self.queue.lock().unwrap().initial_outstanding -= 1;
+                let mut q = self.queue.lock().unwrap();
+                q.initial_outstanding -= 1;
+                let initial_done = q.initial_outstanding == 0;
+                drop(q);
+                if initial_done {
+                    self.progress.send_replace(());
+                }
             }
         }
     }

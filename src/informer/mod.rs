@@ -22,10 +22,11 @@
 //! # }
 //! ```
 
+mod dynamic;
 mod factory;
 mod handler;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -78,7 +79,10 @@ struct Shared<T: Object> {
     /// The options' error callback, also told of handler panics.
     on_error: Option<ErrorCallback>,
     applied: AtomicU64,
-    started: AtomicBool,
+    /// Bumped when the informer syncs and when a handler finishes its initial list: what the
+    /// sync waits ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the
+    /// controllers and service discovery) wake on, instead of polling.
+    progress: tokio::sync::watch::Sender<()>,
     reflector_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -154,7 +158,7 @@ impl<T: Object + Clone> Informer<T> {
                 health,
                 on_error,
                 applied: AtomicU64::new(0),
-                started: AtomicBool::new(false),
+                progress: tokio::sync::watch::Sender::new(()),
                 reflector_task: Mutex::new(None),
             }),
         }
@@ -178,9 +182,6 @@ impl<T: Object + Clone> Informer<T> {
         let Some((reflector, consumer)) = self.shared.pending_start.lock().unwrap().take() else {
             return;
         };
-        // Release: would publish the start to an Acquire reader; none reads it yet (issue #16
-        // item 4 removes the field).
-        self.shared.started.store(true, Ordering::Release);
         *self.shared.reflector_task.lock().unwrap() = Some(runtime.spawn(reflector.run()));
         let weak = Arc::downgrade(&self.shared);
         std::thread::Builder::new()
@@ -207,15 +208,60 @@ impl<T: Object + Clone> Informer<T> {
     }
 
     /// Waits until [`has_synced`](Self::has_synced), at most `timeout`; returns whether it synced.
+    /// The wait is woken by the processor the moment it applies the last object of the first
+    /// list; nothing polls.
+    ///
+    /// ```no_run
+    /// # async fn demo(pods: informer::Informer<informer::Pod>) {
+    /// use std::time::Duration;
+    /// pods.start();
+    /// if !pods.wait_for_sync(Duration::from_secs(30)).await {
+    ///     eprintln!("not synced after 30 s: {:?}", pods.health().last_error);
+    /// }
+    /// # }
+    /// ```
     pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
-        let deadline = tokio::time::Instant::now() + timeout;
-        while !self.has_synced() {
-            if tokio::time::Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        tokio::time::timeout(timeout, self.synced()).await.is_ok()
+    }
+
+    /// Completes once [`has_synced`](Self::has_synced) (never, if the informer never syncs).
+    pub(crate) async fn synced(&self) {
+        self.until(|| self.has_synced()).await
+    }
+
+    /// Waits until [`handler_has_synced`](Self::handler_has_synced), at most `timeout`; returns
+    /// whether it did (false at once for an unknown or removed handler... after `timeout`).
+    ///
+    /// ```no_run
+    /// # async fn demo(pods: informer::Informer<informer::Pod>) {
+    /// use std::time::Duration;
+    /// use informer::HandlerFns;
+    /// let id = pods.add_handler(HandlerFns::new().on_add(|pod: &std::sync::Arc<informer::Pod>, _| {
+    ///     println!("{}", pod.metadata.name)
+    /// }));
+    /// pods.start();
+    /// assert!(pods.wait_for_handler_sync(id, Duration::from_secs(30)).await);
+    /// # }
+    /// ```
+    pub async fn wait_for_handler_sync(&self, id: HandlerId, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.handler_synced(id))
+            .await
+            .is_ok()
+    }
+
+    /// Completes once [`handler_has_synced`](Self::handler_has_synced).
+    pub(crate) async fn handler_synced(&self, id: HandlerId) {
+        self.until(|| self.handler_has_synced(id)).await
+    }
+
+    /// Completes once `condition` holds; it is looked at again each time `progress` is bumped.
+    async fn until(&self, condition: impl Fn() -> bool) {
+        // Subscribed before the first look: a bump after it is seen by `changed`.
+        let mut progress = self.shared.progress.subscribe();
+        while !condition() {
+            // The sender lives in `shared`, which `self` keeps alive: `changed` cannot fail.
+            let _ = progress.changed().await;
         }
-        true
     }
 
     /// Registers a handler. Registered after start, it first receives `on_add(obj, true)` for every
@@ -238,7 +284,12 @@ impl<T: Object + Clone> Informer<T> {
     fn register(&self, handler: Box<dyn EventHandler<T>>, resync: Option<Duration>) -> HandlerId {
         // Relaxed: only a unique id is needed; fetch_add gives one whatever the ordering.
         let id = self.shared.next_handler.fetch_add(1, Ordering::Relaxed);
-        let slot = Slot::new(id, handler, self.shared.on_error.clone());
+        let slot = Slot::new(
+            id,
+            handler,
+            self.shared.on_error.clone(),
+            self.shared.progress.clone(),
+        );
         {
             let mut handlers = self.shared.handlers.write().unwrap();
             // The processor is between two pops: the store is a consistent snapshot.
@@ -317,6 +368,7 @@ impl<T: Object + Clone> Informer<T> {
 /// The processor thread: pop, apply to the store, notify handlers; until the fifo closes or the
 /// informer is dropped.
 fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
+    let mut synced = false;
     while let Some(popped) = consumer.pop() {
         let Some(shared) = shared.upgrade() else {
             return;
@@ -334,6 +386,14 @@ fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
             shared.store.set_last_applied_resource_version(rv);
         }
         // Dropping `popped` marks its deltas processed (has_synced counts them).
+        drop(popped);
+        // The fifo turns synced either when the last initial pop is dropped (just above) or while
+        // draining the end of the first list, which the reflector always follows with a bookmark
+        // that comes out as a pop: either way this is the first look after the change.
+        if !synced && shared.fifo.has_synced() {
+            synced = true;
+            shared.progress.send_replace(());
+        }
     }
 }
 
@@ -399,5 +459,97 @@ impl<T: Object> Drop for Shared<T> {
         for slot in self.handlers.read().unwrap().iter() {
             slot.close();
         }
+    }
+}
+
+#[cfg(all(test, feature = "sim"))]
+mod tests {
+    use std::future::Future;
+    use std::pin::{Pin, pin};
+    use std::task::{Context, Poll, Wake, Waker};
+    use std::time::Instant;
+
+    use super::*;
+    use crate::sim::Simulator;
+    use crate::{Client, Config, ConfigMap};
+
+    /// What woke a future: the waking thread's name and when.
+    type WakeLog = Arc<Mutex<Vec<(Option<String>, Instant)>>>;
+
+    /// Forwards wake-ups to the task's waker, logging each.
+    struct LoggingWaker {
+        task: Waker,
+        log: WakeLog,
+    }
+
+    impl Wake for LoggingWaker {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref()
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            let thread = std::thread::current().name().map(str::to_owned);
+            self.log.lock().unwrap().push((thread, Instant::now()));
+            self.task.wake_by_ref();
+        }
+    }
+
+    /// Polls `inner` with a logging waker and counts the polls.
+    struct Observed<F> {
+        inner: Pin<Box<F>>,
+        log: WakeLog,
+        polls: usize,
+    }
+
+    impl<F: Future> Future for Observed<F> {
+        type Output = (F::Output, Instant);
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+            self.polls += 1;
+            let waker = Waker::from(Arc::new(LoggingWaker {
+                task: cx.waker().clone(),
+                log: self.log.clone(),
+            }));
+            let mut cx = Context::from_waker(&waker);
+            self.inner
+                .as_mut()
+                .poll(&mut cx)
+                .map(|out| (out, Instant::now()))
+        }
+    }
+
+    /// `wait_for_sync` is woken once, by the processor thread as it finishes the first list,
+    /// and returns on the very next poll: no timer (a sleep-and-look loop, or the timeout) woke it.
+    /// On a current-thread runtime the reflector cannot run before the first poll, so the wait
+    /// starts before the sync.
+    #[tokio::test]
+    async fn wait_for_sync_is_woken_by_the_processor_when_it_syncs() {
+        let sim = Simulator::start().await.unwrap();
+        for i in 0..100 {
+            let cm = serde_json::json!({"metadata": {"name": format!("c{i}"), "namespace": "a"}});
+            sim.create("configmaps", Some("a"), cm).unwrap();
+        }
+        let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+        let inf: Informer<ConfigMap> = Informer::new(Api::all(client), Default::default());
+        inf.start();
+        let log = WakeLog::default();
+        let wait = Observed {
+            inner: Box::pin(inf.wait_for_sync(Duration::from_secs(3600))),
+            log: log.clone(),
+            polls: 0,
+        };
+        let mut wait = pin!(wait);
+        let (synced, returned_at) = (&mut wait).await;
+        assert!(synced);
+        assert_eq!(inf.store().len(), 100);
+        let log = log.lock().unwrap();
+        let wakers: Vec<_> = log.iter().map(|(thread, _)| thread.as_deref()).collect();
+        assert_eq!(wakers, [Some("informer-processor")]);
+        assert_eq!(
+            wait.polls, 2,
+            "one poll before the sync, one after its wake-up"
+        );
+        // Reported, not asserted (a loaded machine may delay the test thread): the delay from the
+        // processor's wake-up to the waiter's return.
+        eprintln!("woken -> returned: {:?}", returned_at - log[0].1);
+        inf.stop();
     }
 }

@@ -19,8 +19,10 @@ use super::{Object, ObjectMeta, TypeMeta};
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DynamicObject {
+    /// `apiVersion` and `kind`.
     #[serde(flatten)]
     pub types: TypeMeta,
+    /// The object's metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// All other top-level fields.
@@ -50,10 +52,13 @@ impl Object for DynamicObject {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PartialObjectMetadata {
+    /// `apiVersion`, e.g. `v1`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
+    /// `kind`, e.g. `Pod`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// The object's metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
 }

@@ -47,26 +47,35 @@ type Labels = StringMap;
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
+    /// `metadata` of the Kubernetes API's `Pod`.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// `spec` of the Kubernetes API's `Pod`.
     #[serde(default)]
     pub spec: PodSpec,
+    /// `status` of the Kubernetes API's `Pod`.
     #[serde(default)]
     pub status: PodStatus,
 }
 kind!(Pod, "", "v1", "pods", true);
 
+/// The Kubernetes API's `PodSpec`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
+    /// `nodeName` of the Kubernetes API's `PodSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// `hostname` of the Kubernetes API's `PodSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// `subdomain` of the Kubernetes API's `PodSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subdomain: Option<String>,
+    /// `serviceAccountName` of the Kubernetes API's `PodSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_account_name: Option<String>,
+    /// `containers` of the Kubernetes API's `PodSpec`.
     #[serde(default, deserialize_with = "exact_vec")]
     pub containers: Vec<Container>,
     #[serde(
@@ -74,14 +83,18 @@ pub struct PodSpec {
         skip_serializing_if = "Labels::is_empty",
         deserialize_with = "null_as_default"
     )]
+    /// `nodeSelector` of the Kubernetes API's `PodSpec`.
     pub node_selector: Labels,
 }
 
+/// The Kubernetes API's `Container`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container {
+    /// `name` of the Kubernetes API's `Container`.
     #[serde(default)]
     pub name: String,
+    /// `image` of the Kubernetes API's `Container`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     #[serde(
@@ -89,26 +102,35 @@ pub struct Container {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `ports` of the Kubernetes API's `Container`.
     pub ports: Vec<ContainerPort>,
 }
 
+/// The Kubernetes API's `ContainerPort`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ContainerPort {
+    /// `name` of the Kubernetes API's `ContainerPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `containerPort` of the Kubernetes API's `ContainerPort`.
     pub container_port: i32,
+    /// `protocol` of the Kubernetes API's `ContainerPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
 }
 
+/// The Kubernetes API's `PodStatus`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodStatus {
+    /// `phase` of the Kubernetes API's `PodStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// `hostIp` of the Kubernetes API's `PodStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_ip: Option<String>,
+    /// `podIP` of the Kubernetes API's `PodStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "podIP")]
     pub pod_ip: Option<String>,
     #[serde(
@@ -117,17 +139,21 @@ pub struct PodStatus {
         rename = "podIPs",
         deserialize_with = "exact_vec"
     )]
+    /// `podIps` of the Kubernetes API's `PodStatus`.
     pub pod_ips: Vec<PodIp>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `conditions` of the Kubernetes API's `PodStatus`.
     pub conditions: Vec<Condition>,
 }
 
+/// The Kubernetes API's `PodIp`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodIp {
+    /// `ip` of the Kubernetes API's `PodIp`.
     #[serde(default)]
     pub ip: String,
 }
@@ -136,13 +162,16 @@ pub struct PodIp {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
+    /// `type` of the Kubernetes API's `Condition`.
     #[serde(default, rename = "type")]
     pub type_: String,
     /// `"True"`, `"False"` or `"Unknown"`.
     #[serde(default)]
     pub status: String,
+    /// `reason` of the Kubernetes API's `Condition`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// `message` of the Kubernetes API's `Condition`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
 }
@@ -160,13 +189,16 @@ pub struct Condition {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Service {
+    /// `metadata` of the Kubernetes API's `Service`.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// `spec` of the Kubernetes API's `Service`.
     #[serde(default)]
     pub spec: ServiceSpec,
 }
 kind!(Service, "", "v1", "services", true);
 
+/// The Kubernetes API's `ServiceSpec`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceSpec {
@@ -175,10 +207,12 @@ pub struct ServiceSpec {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `ports` of the Kubernetes API's `ServiceSpec`.
     pub ports: Vec<ServicePort>,
     /// `None` for a selector-less Service (endpoints managed by hand).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<Labels>,
+    /// `clusterIP` of the Kubernetes API's `ServiceSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "clusterIP")]
     pub cluster_ip: Option<String>,
     #[serde(
@@ -187,24 +221,32 @@ pub struct ServiceSpec {
         rename = "clusterIPs",
         deserialize_with = "exact_vec"
     )]
+    /// `clusterIps` of the Kubernetes API's `ServiceSpec`.
     pub cluster_ips: Vec<String>,
+    /// `type` of the Kubernetes API's `ServiceSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "type")]
     pub type_: Option<String>,
+    /// `externalName` of the Kubernetes API's `ServiceSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_name: Option<String>,
 }
 
+/// The Kubernetes API's `ServicePort`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServicePort {
+    /// `name` of the Kubernetes API's `ServicePort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `protocol` of the Kubernetes API's `ServicePort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// `port` of the Kubernetes API's `ServicePort`.
     pub port: i32,
     /// A port number or a named container port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_port: Option<serde_json::Value>,
+    /// `appProtocol` of the Kubernetes API's `ServicePort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_protocol: Option<String>,
 }
@@ -222,6 +264,7 @@ pub struct ServicePort {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Endpoints {
+    /// `metadata` of the Kubernetes API's `Endpoints`.
     #[serde(default)]
     pub metadata: ObjectMeta,
     #[serde(
@@ -229,10 +272,12 @@ pub struct Endpoints {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `subsets` of the Kubernetes API's `Endpoints`.
     pub subsets: Vec<EndpointSubset>,
 }
 kind!(Endpoints, "", "v1", "endpoints", true);
 
+/// The Kubernetes API's `EndpointSubset`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointSubset {
@@ -241,30 +286,38 @@ pub struct EndpointSubset {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `addresses` of the Kubernetes API's `EndpointSubset`.
     pub addresses: Vec<EndpointAddress>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `notReadyAddresses` of the Kubernetes API's `EndpointSubset`.
     pub not_ready_addresses: Vec<EndpointAddress>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `ports` of the Kubernetes API's `EndpointSubset`.
     pub ports: Vec<EndpointPort>,
 }
 
+/// The Kubernetes API's `EndpointAddress`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointAddress {
+    /// `ip` of the Kubernetes API's `EndpointAddress`.
     #[serde(default)]
     pub ip: String,
+    /// `hostname` of the Kubernetes API's `EndpointAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// `nodeName` of the Kubernetes API's `EndpointAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// `targetRef` of the Kubernetes API's `EndpointAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<ObjectReference>,
 }
@@ -273,12 +326,16 @@ pub struct EndpointAddress {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
+    /// `kind` of the Kubernetes API's `ObjectReference`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// `namespace` of the Kubernetes API's `ObjectReference`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// `name` of the Kubernetes API's `ObjectReference`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// `uid` of the Kubernetes API's `ObjectReference`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
 }
@@ -287,12 +344,16 @@ pub struct ObjectReference {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointPort {
+    /// `name` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// `port` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
+    /// `protocol` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// `appProtocol` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app_protocol: Option<String>,
 }
@@ -314,11 +375,13 @@ pub struct EndpointPort {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointSlice {
+    /// `metadata` of the Kubernetes API's `EndpointSlice`.
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// `IPv4`, `IPv6` or `FQDN`.
     #[serde(default)]
     pub address_type: String,
+    /// `endpoints` of the Kubernetes API's `EndpointSlice`.
     #[serde(default, deserialize_with = "exact_vec")]
     pub endpoints: Vec<Endpoint>,
     #[serde(
@@ -326,6 +389,7 @@ pub struct EndpointSlice {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `ports` of the Kubernetes API's `EndpointSlice`.
     pub ports: Vec<EndpointPort>,
 }
 kind!(
@@ -340,18 +404,25 @@ kind!(
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoint {
+    /// `addresses` of the Kubernetes API's `Endpoint`.
     #[serde(default, deserialize_with = "exact_vec")]
     pub addresses: Vec<String>,
+    /// `conditions` of the Kubernetes API's `Endpoint`.
     #[serde(default)]
     pub conditions: EndpointConditions,
+    /// `hostname` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
+    /// `targetRef` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<ObjectReference>,
+    /// `nodeName` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// `zone` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
+    /// `hints` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hints: Option<EndpointHints>,
     /// `v1beta1` only: topology labels (`kubernetes.io/hostname`, `topology.kubernetes.io/zone`).
@@ -367,10 +438,13 @@ pub struct Endpoint {
 /// terminating.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EndpointConditions {
+    /// `ready` of the Kubernetes API's `EndpointConditions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<bool>,
+    /// `serving` of the Kubernetes API's `EndpointConditions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serving: Option<bool>,
+    /// `terminating` of the Kubernetes API's `EndpointConditions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terminating: Option<bool>,
 }
@@ -384,18 +458,21 @@ pub struct EndpointHints {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `forZones` of the Kubernetes API's `EndpointHints`.
     pub for_zones: Vec<ForName>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `forNodes` of the Kubernetes API's `EndpointHints`.
     pub for_nodes: Vec<ForName>,
 }
 
 /// `{"name": ...}`, an entry of `hints.forZones` / `hints.forNodes`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForName {
+    /// `name` of the Kubernetes API's `ForName`.
     #[serde(default)]
     pub name: String,
 }
@@ -412,6 +489,7 @@ pub struct ForName {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMap {
+    /// `metadata` of the Kubernetes API's `ConfigMap`.
     #[serde(default)]
     pub metadata: ObjectMeta,
     #[serde(
@@ -419,6 +497,7 @@ pub struct ConfigMap {
         skip_serializing_if = "Labels::is_empty",
         deserialize_with = "null_as_default"
     )]
+    /// `data` of the Kubernetes API's `ConfigMap`.
     pub data: StringMap,
     /// Base64 values, kept as sent.
     #[serde(
@@ -438,15 +517,19 @@ kind!(ConfigMap, "", "v1", "configmaps", true);
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Namespace {
+    /// `metadata` of the Kubernetes API's `Namespace`.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// `status` of the Kubernetes API's `Namespace`.
     #[serde(default)]
     pub status: NamespaceStatus,
 }
 kind!(Namespace, "", "v1", "namespaces", false);
 
+/// The Kubernetes API's `NamespaceStatus`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamespaceStatus {
+    /// `phase` of the Kubernetes API's `NamespaceStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
 }
@@ -461,24 +544,31 @@ pub struct NamespaceStatus {
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Node {
+    /// `metadata` of the Kubernetes API's `Node`.
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// `spec` of the Kubernetes API's `Node`.
     #[serde(default)]
     pub spec: NodeSpec,
+    /// `status` of the Kubernetes API's `Node`.
     #[serde(default)]
     pub status: NodeStatus,
 }
 kind!(Node, "", "v1", "nodes", false);
 
+/// The Kubernetes API's `NodeSpec`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeSpec {
+    /// `podCIDR` of the Kubernetes API's `NodeSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "podCIDR")]
     pub pod_cidr: Option<String>,
+    /// `unschedulable` of the Kubernetes API's `NodeSpec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unschedulable: Option<bool>,
 }
 
+/// The Kubernetes API's `NodeStatus`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeStatus {
     #[serde(
@@ -486,19 +576,24 @@ pub struct NodeStatus {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `addresses` of the Kubernetes API's `NodeStatus`.
     pub addresses: Vec<NodeAddress>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// `conditions` of the Kubernetes API's `NodeStatus`.
     pub conditions: Vec<Condition>,
 }
 
+/// The Kubernetes API's `NodeAddress`: the fields this crate reads (others are skipped).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeAddress {
+    /// `type` of the Kubernetes API's `NodeAddress`.
     #[serde(default, rename = "type")]
     pub type_: String,
+    /// `address` of the Kubernetes API's `NodeAddress`.
     #[serde(default)]
     pub address: String,
 }

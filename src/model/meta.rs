@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// `apiVersion` and `kind`, as carried by every top-level object.
 ///
 /// ```
-/// let t: informer::TypeMeta = serde_json::from_str(r#"{"apiVersion":"v1","kind":"Pod"}"#).unwrap();
+/// let t: informer::model::TypeMeta = serde_json::from_str(r#"{"apiVersion":"v1","kind":"Pod"}"#).unwrap();
 /// assert_eq!(t.kind, "Pod");
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,26 +41,34 @@ pub struct TypeMeta {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectMeta {
+    /// The object's name, unique in its namespace.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The prefix the server generates a name from when `name` is empty.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub generate_name: String,
     /// Empty for cluster-scoped objects.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// Deprecated by Kubernetes; empty on current servers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub self_link: String,
+    /// The object's unique id over its lifetime (a re-created object gets a new one).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
     /// Opaque version string; compare for equality only, unless both sides parse as integers.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
+    /// The generation of the desired state (`spec`), bumped by the server on change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
+    /// When the object was created (RFC 3339; see [`crate::model::time`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub creation_timestamp: Option<String>,
+    /// When deletion was requested (RFC 3339); set while finalizers run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
+    /// The grace period of a requested deletion, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_grace_period_seconds: Option<i64>,
     #[serde(
@@ -68,24 +76,28 @@ pub struct ObjectMeta {
         skip_serializing_if = "StringMap::is_empty",
         deserialize_with = "null_as_default"
     )]
+    /// Labels, matched by label selectors.
     pub labels: StringMap,
     #[serde(
         default,
         skip_serializing_if = "StringMap::is_empty",
         deserialize_with = "null_as_default"
     )]
+    /// Annotations: free-form metadata.
     pub annotations: StringMap,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// The objects this one belongs to.
     pub owner_references: Vec<OwnerReference>,
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// Finalizers that must finish before the object is removed.
     pub finalizers: Vec<String>,
     /// Server-side-apply bookkeeping, kept as raw JSON text: parsed into a tree it would take about
     /// four times the object's own size. Parse it with [`RawJson::parse`] when needed, or drop it in
@@ -161,16 +173,22 @@ impl std::fmt::Debug for RawJson {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OwnerReference {
+    /// The owner's `apiVersion`.
     #[serde(default)]
     pub api_version: String,
+    /// The owner's `kind`.
     #[serde(default)]
     pub kind: String,
+    /// The owner's name (in this object's namespace).
     #[serde(default)]
     pub name: String,
+    /// The owner's uid.
     #[serde(default)]
     pub uid: String,
+    /// True for the managing controller (at most one owner).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<bool>,
+    /// Whether the owner's foreground deletion waits for this object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block_owner_deletion: Option<bool>,
 }
@@ -178,7 +196,7 @@ pub struct OwnerReference {
 /// The `metadata` of a list response: the snapshot's resourceVersion and the pagination state.
 ///
 /// ```
-/// let m: informer::ListMeta =
+/// let m: informer::model::ListMeta =
 ///     serde_json::from_str(r#"{"resourceVersion":"79","continue":"abc","remainingItemCount":3}"#).unwrap();
 /// assert_eq!(m.continue_token, "abc");
 /// assert_eq!(m.remaining_item_count, Some(3));
@@ -186,11 +204,13 @@ pub struct OwnerReference {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListMeta {
+    /// The version of the list (watch from here).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub resource_version: String,
     /// Token for the next page; empty on the last page.
     #[serde(default, rename = "continue", skip_serializing_if = "String::is_empty")]
     pub continue_token: String,
+    /// Objects left after this page (an estimate), when the server says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remaining_item_count: Option<i64>,
 }

@@ -10,6 +10,7 @@ pub(crate) mod meta;
 mod resource;
 mod status;
 mod string_map;
+pub mod time;
 
 pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use kinds::*;

@@ -25,7 +25,9 @@ use super::ObjectMeta;
 pub struct ApiResource {
     /// API group; empty for the core group.
     pub group: Cow<'static, str>,
+    /// The API version, e.g. `v1`.
     pub version: Cow<'static, str>,
+    /// The kind, e.g. `Pod`.
     pub kind: Cow<'static, str>,
     /// The lowercase plural used in URLs (`pods`, `endpointslices`).
     pub plural: Cow<'static, str>,

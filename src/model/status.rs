@@ -19,11 +19,13 @@ pub struct Status {
     /// `"Success"` or `"Failure"`.
     #[serde(default)]
     pub status: String,
+    /// A human-readable description.
     #[serde(default)]
     pub message: String,
     /// Machine-readable reason: `NotFound`, `Expired`, `Conflict`, `TooManyRequests`, ...
     #[serde(default)]
     pub reason: String,
+    /// What the status is about, when the server says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
     /// The HTTP status code this Status stands for; 0 when absent (etcd2-era servers omitted it).
@@ -62,12 +64,16 @@ impl Status {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusDetails {
+    /// The name of the object concerned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    /// The API group of the object concerned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub group: String,
+    /// The kind of the object concerned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
+    /// The uid of the object concerned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
     #[serde(
@@ -75,7 +81,9 @@ pub struct StatusDetails {
         skip_serializing_if = "Vec::is_empty",
         deserialize_with = "exact_vec"
     )]
+    /// The individual causes (e.g. each invalid field).
     pub causes: Vec<StatusCause>,
+    /// How long to wait before retrying, when the server says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after_seconds: Option<u32>,
 }
@@ -84,10 +92,13 @@ pub struct StatusDetails {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusCause {
+    /// A machine-readable reason.
     #[serde(default)]
     pub reason: String,
+    /// A human-readable description.
     #[serde(default)]
     pub message: String,
+    /// The field concerned (`spec.ports[0].port`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub field: String,
 }

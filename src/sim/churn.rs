@@ -37,7 +37,7 @@ use tokio::task::JoinHandle;
 use std::sync::Arc;
 
 use super::store::{Obj, Store};
-use super::{Api, ApiError};
+use super::{ApiError, SimHandle};
 
 const MANAGED_BY: &str = "endpointslice-controller.k8s.io";
 
@@ -119,7 +119,7 @@ pub enum Action {
     Repack,
 }
 
-/// Writes straight to the store (same semantics and events as [`Api`], without resolving names
+/// Writes straight to the store (same semantics and events as [`SimHandle`], without resolving names
 /// or cloning results on every call).
 struct Writer {
     store: Arc<Store>,
@@ -152,7 +152,7 @@ fn uid_of(o: &Obj) -> String {
 
 /// The generator. See the [module docs](self).
 pub struct Churn {
-    api: Api,
+    api: SimHandle,
     w: Writer,
     cfg: ChurnConfig,
     rng: fastrand::Rng,
@@ -169,7 +169,7 @@ fn rand_suffix(rng: &mut fastrand::Rng, n: usize) -> String {
 
 impl Churn {
     /// Creates the initial Services, Pods, Endpoints and EndpointSlices.
-    pub fn new(api: Api, cfg: ChurnConfig) -> Result<Churn, ApiError> {
+    pub fn new(api: SimHandle, cfg: ChurnConfig) -> Result<Churn, ApiError> {
         let rng = fastrand::Rng::with_seed(cfg.seed);
         let store = api.store.clone();
         let w = Writer {
@@ -230,7 +230,7 @@ impl Churn {
     }
 
     /// The API handle the generator writes through.
-    pub fn api(&self) -> &Api {
+    pub fn api(&self) -> &SimHandle {
         &self.api
     }
 

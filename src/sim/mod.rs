@@ -82,7 +82,7 @@ use tokio::task::JoinHandle;
 
 pub use errors::ApiError;
 pub use faults::Faults;
-pub use selector::{FieldSelector, LabelSelector};
+pub use selector::{FieldSelector, JsonLabelSelector};
 
 use crate::model::ApiResource;
 use resources::ResourceInfo as Info;
@@ -418,8 +418,8 @@ impl Simulator {
     }
 
     /// A cloneable handle to the programmatic API (for tasks that outlive a borrow).
-    pub fn api(&self) -> Api {
-        Api {
+    pub fn api(&self) -> SimHandle {
+        SimHandle {
             store: self.shared.store.clone(),
         }
     }
@@ -504,11 +504,11 @@ impl Simulator {
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct Api {
+pub struct SimHandle {
     store: Arc<Store>,
 }
 
-impl Api {
+impl SimHandle {
     fn idx(&self, resource: &str) -> Result<usize, ApiError> {
         self.store.resolve(resource)
     }
@@ -608,7 +608,7 @@ mod tests {
     fn handles_are_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<super::Simulator>();
-        check::<super::Api>();
+        check::<super::SimHandle>();
         check::<super::Faults>();
         check::<super::churn::Churn>();
     }

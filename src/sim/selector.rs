@@ -30,14 +30,14 @@ struct Requirement {
 /// A parsed label selector; the empty selector matches everything.
 ///
 /// ```
-/// use informer::sim::LabelSelector;
-/// let s = LabelSelector::parse("app in (web,api),tier!=db,!legacy").unwrap();
+/// use informer::sim::JsonLabelSelector;
+/// let s = JsonLabelSelector::parse("app in (web,api),tier!=db,!legacy").unwrap();
 /// assert!(s.matches(&serde_json::json!({"metadata":{"labels":{"app":"web","tier":"fe"}}})));
 /// assert!(!s.matches(&serde_json::json!({"metadata":{"labels":{"app":"web","legacy":""}}})));
-/// assert!(LabelSelector::parse("app in (web").is_err());
+/// assert!(JsonLabelSelector::parse("app in (web").is_err());
 /// ```
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct LabelSelector {
+pub struct JsonLabelSelector {
     reqs: Vec<Requirement>,
 }
 
@@ -113,12 +113,12 @@ fn parse_set(rest: &str) -> Result<Vec<String>, String> {
     Ok(vals)
 }
 
-impl LabelSelector {
+impl JsonLabelSelector {
     /// Parses a label selector string; `""` selects everything.
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut reqs = Vec::new();
         if s.trim().is_empty() {
-            return Ok(LabelSelector { reqs });
+            return Ok(JsonLabelSelector { reqs });
         }
         for part in split_top(s)? {
             let part = part.trim();
@@ -127,7 +127,7 @@ impl LabelSelector {
             }
             reqs.push(Self::parse_req(part)?);
         }
-        Ok(LabelSelector { reqs })
+        Ok(JsonLabelSelector { reqs })
     }
 
     fn parse_req(part: &str) -> Result<Requirement, String> {
@@ -283,7 +283,7 @@ impl FieldSelector {
 #[derive(Clone, Debug, Default)]
 pub struct Selectors {
     /// The `labelSelector`.
-    pub label: LabelSelector,
+    pub label: JsonLabelSelector,
     /// The `fieldSelector`.
     pub field: FieldSelector,
 }
@@ -323,7 +323,11 @@ mod tests {
             ("a=1, b=3", false),
             ("", true),
         ] {
-            assert_eq!(LabelSelector::parse(s).unwrap().matches(&o), want, "{s}");
+            assert_eq!(
+                JsonLabelSelector::parse(s).unwrap().matches(&o),
+                want,
+                "{s}"
+            );
         }
         for bad in [
             "a in 1",
@@ -335,7 +339,7 @@ mod tests {
             "a=1,,b=2",
             "a in ((1))",
         ] {
-            assert!(LabelSelector::parse(bad).is_err(), "{bad}");
+            assert!(JsonLabelSelector::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -26,7 +26,7 @@ use super::body::SimBody;
 use super::errors::ApiError;
 use super::faults::{Chunking, Faults, Injected};
 use super::resources::{ResourceInfo, version_doc};
-use super::selector::{FieldSelector, LabelSelector, Selectors};
+use super::selector::{FieldSelector, JsonLabelSelector, Selectors};
 use super::store::{ListAt, Obj, Page, Store, WatchFrom};
 use super::watch::{self as watchstream, WatchParams};
 
@@ -554,8 +554,9 @@ impl ListOptions {
             },
             None => None,
         };
-        let label = LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
-            .map_err(ApiError::bad_request)?;
+        let label =
+            JsonLabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))
+                .map_err(ApiError::bad_request)?;
         let field = FieldSelector::parse(q.get("fieldSelector").map(String::as_str).unwrap_or(""))
             .map_err(ApiError::bad_request)?;
         let o = ListOptions {

@@ -1,4 +1,4 @@
-//! [`Controller`]: N workers draining a [`WorkQueue`] through an async `reconcile(key)`.
+//! [`WorkerPool`]: N workers draining a [`WorkQueue`] through an async `reconcile(key)`.
 //!
 //! This is the worker half of the client-go controller pattern (`processNextWorkItem`):
 //!
@@ -10,7 +10,7 @@
 //!                                                       +-> done(key), always
 //! ```
 //!
-//! The informer half is a hook: anything holding a clone of [`Controller::queue`] (for example an
+//! The informer half is a hook: anything holding a clone of [`WorkerPool::queue`] (for example an
 //! informer event handler mapping an object to its `namespace/name`) feeds the workers by calling
 //! [`WorkQueue::add`].
 
@@ -49,7 +49,7 @@ pub enum Action {
     RequeueAfter(Duration),
 }
 
-/// Counts of reconcile outcomes over one [`Controller::run`].
+/// Counts of reconcile outcomes over one [`WorkerPool::run`].
 ///
 /// # Example
 ///
@@ -85,12 +85,12 @@ impl std::ops::AddAssign for RunSummary {
 /// # Example
 ///
 /// ```
-/// use informer::workqueue::{Action, Controller, WorkQueue};
+/// use informer::workqueue::{Action, WorkerPool, WorkQueue};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue = WorkQueue::new();
-/// let controller = Controller::new(queue.clone(), 2);
+/// let controller = WorkerPool::new(queue.clone(), 2);
 /// queue.add("default/web".to_string());
 /// queue.add("default/db".to_string());
 ///
@@ -111,19 +111,19 @@ impl std::ops::AddAssign for RunSummary {
 /// # }
 /// ```
 #[derive(Debug)]
-pub struct Controller<K> {
+pub struct WorkerPool<K> {
     queue: WorkQueue<K>,
     workers: usize,
     /// How long workers may drain after shutdown is requested; `None`: as long as they need.
     shutdown_grace: Option<Duration>,
 }
 
-impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
+impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkerPool<K> {
     /// A controller running `workers` workers (at least one) over `queue`.
     ///
     /// ```
-    /// # use informer::workqueue::{Controller, WorkQueue};
-    /// let controller: Controller<String> = Controller::new(WorkQueue::new(), 4);
+    /// # use informer::workqueue::{WorkerPool, WorkQueue};
+    /// let controller: WorkerPool<String> = WorkerPool::new(WorkQueue::new(), 4);
     /// ```
     pub fn new(queue: WorkQueue<K>, workers: usize) -> Self {
         Self {
@@ -141,13 +141,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use informer::workqueue::{Action, Controller, WorkQueue};
+    /// use informer::workqueue::{Action, WorkerPool, WorkQueue};
     ///
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let queue = WorkQueue::new();
     /// queue.add("stuck");
-    /// let summary = Controller::new(queue, 1)
+    /// let summary = WorkerPool::new(queue, 1)
     ///     .shutdown_grace(Duration::from_secs(1))
     ///     .run(
     ///         |_key| async {
@@ -168,8 +168,8 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
     /// The queue the workers drain: clone it into whatever produces keys (informer handlers).
     ///
     /// ```
-    /// # use informer::workqueue::{Controller, WorkQueue};
-    /// let controller = Controller::new(WorkQueue::new(), 1);
+    /// # use informer::workqueue::{WorkerPool, WorkQueue};
+    /// let controller = WorkerPool::new(WorkQueue::new(), 1);
     /// let producer = controller.queue().clone();
     /// producer.add("default/web");
     /// assert_eq!(controller.queue().len(), 1);
@@ -200,7 +200,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
     /// workers finish, and the panic is resumed here (as client-go's default `HandleCrash`).
     ///
     /// ```
-    /// use informer::workqueue::{Action, Controller, WorkQueue};
+    /// use informer::workqueue::{Action, WorkerPool, WorkQueue};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
@@ -208,7 +208,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> Controller<K> {
     /// queue.add(1u32);
     /// queue.add(2u32);
     /// queue.shut_down(); // already queued keys are still reconciled
-    /// let summary = Controller::new(queue, 1)
+    /// let summary = WorkerPool::new(queue, 1)
     ///     .run(|_key| async { Ok::<_, String>(Action::Done) }, std::future::pending())
     ///     .await;
     /// assert_eq!(summary.done, 2);

@@ -1,7 +1,7 @@
-//! [`InformerController`]: a [`Controller`] fed by shared informers, reconciling from their store.
+//! [`InformerController`]: a [`WorkerPool`] fed by shared informers, reconciling from their store.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,17 +11,15 @@ use crate::model::{ApiResource, ObjectMeta};
 use crate::store::Store;
 use crate::{Object, Resource};
 
-use super::{Action, Controller, RunSummary, WorkQueue};
-
-/// How often `run` looks at the informers' sync state before starting the workers.
-const SYNC_POLL: Duration = Duration::from_millis(10);
+use super::{Action, RunSummary, WorkQueue, WorkerPool};
 
 /// Registers one handler on one informer when `run` starts.
 type Source = Box<dyn FnOnce(&WorkQueue<String>) -> Registered + Send>;
 
-/// A handler registered by `run`: whether it has synced, and how to remove it.
+/// A handler registered by `run`: a future that completes once it has synced, and how to remove
+/// it.
 struct Registered {
-    synced: Box<dyn Fn() -> bool + Send + Sync>,
+    synced: Pin<Box<dyn Future<Output = ()> + Send>>,
     remove: Box<dyn FnOnce() + Send + Sync>,
 }
 
@@ -45,7 +43,7 @@ struct Registered {
 ///   (client-go's `WaitForCacheSync`), so a reconcile never sees a half-filled store.
 /// * Reconcile reads the object from the primary informer's [`Store`] by key, never from the
 ///   apiserver; a key whose object is gone (deleted) reads as `None`.
-/// * Outcomes, retries and shutdown are [`Controller::run`]'s: `Done` forgets the key's
+/// * Outcomes, retries and shutdown are [`WorkerPool::run`]'s: `Done` forgets the key's
 ///   backoff, `RequeueAfter(d)` comes back after `d`, an error is retried with the queue's rate
 ///   limiter; on shutdown the workers drain (or are cancelled past the
 ///   [`shutdown_grace`](Self::shutdown_grace)) and the handlers are removed from the informers.
@@ -89,7 +87,7 @@ struct Registered {
 /// ```
 pub struct InformerController<T: Object> {
     store: Arc<Store<T>>,
-    controller: Controller<String>,
+    controller: WorkerPool<String>,
     sources: Vec<Source>,
 }
 
@@ -128,7 +126,7 @@ impl<T: Object + Clone> InformerController<T> {
     pub fn with_queue(primary: &Informer<T>, queue: WorkQueue<String>, workers: usize) -> Self {
         let controller = InformerController {
             store: Arc::clone(primary.store()),
-            controller: Controller::new(queue, workers),
+            controller: WorkerPool::new(queue, workers),
             sources: Vec::new(),
         };
         controller.watches(primary, |obj: &T| Some(obj.meta().key()))
@@ -170,7 +168,7 @@ impl<T: Object + Clone> InformerController<T> {
                 });
                 let synced = informer.clone();
                 Registered {
-                    synced: Box::new(move || synced.handler_has_synced(id)),
+                    synced: Box::pin(async move { synced.handler_synced(id).await }),
                     remove: Box::new(move || {
                         informer.remove_handler(id);
                     }),
@@ -203,7 +201,7 @@ impl<T: Object + Clone> InformerController<T> {
         })
     }
 
-    /// Bounds the drain on shutdown; see [`Controller::shutdown_grace`].
+    /// Bounds the drain on shutdown; see [`WorkerPool::shutdown_grace`].
     ///
     /// ```no_run
     /// # fn demo(services: &informer::Informer<informer::Service>) {
@@ -247,7 +245,7 @@ impl<T: Object + Clone> InformerController<T> {
     }
 
     /// Registers the handlers, waits until every informer has synced and its handler has
-    /// enqueued the initial list, then runs the workers as [`Controller::run`] does, each calling
+    /// enqueued the initial list, then runs the workers as [`WorkerPool::run`] does, each calling
     /// `reconcile(key, store)` with the primary informer's store. Returns once `shutdown` has
     /// completed and the workers have drained (or were cancelled after the
     /// [`shutdown_grace`](Self::shutdown_grace)); the handlers are then removed from the
@@ -290,12 +288,14 @@ impl<T: Object + Clone> InformerController<T> {
         } = self;
         let queue = controller.queue().clone();
         // Removed from the informers when `run` ends, or when its future is dropped.
-        let handlers = Handlers(sources.into_iter().map(|add| add(&queue)).collect());
+        let mut handlers = Handlers(sources.into_iter().map(|add| add(&queue)).collect());
 
         let mut shutdown = pin!(shutdown);
+        // Each future is woken by its informer when it syncs or its handler finishes the initial
+        // list; both only ever turn true, so waiting for them one after the other waits for all.
         let synced = async {
-            while !handlers.synced() {
-                tokio::time::sleep(SYNC_POLL).await;
+            for handler in &mut handlers.0 {
+                handler.synced.as_mut().await;
             }
         };
         tokio::select! {
@@ -314,12 +314,6 @@ impl<T: Object + Clone> InformerController<T> {
 
 /// The handlers one `run` registered.
 struct Handlers(Vec<Registered>);
-
-impl Handlers {
-    fn synced(&self) -> bool {
-        self.0.iter().all(|handler| (handler.synced)())
-    }
-}
 
 impl Drop for Handlers {
     fn drop(&mut self) {

@@ -34,9 +34,9 @@
 //! * [`WorkQueueMetrics`]: depth, adds, retries, queue latency, work duration, longest running
 //!   processor, unfinished work; the clock-based ones can be switched off with
 //!   [`set_timing_metrics`](WorkQueue::set_timing_metrics).
-//! * [`Controller`]: N workers running an async `reconcile(key) -> Result<Action, E>` with
+//! * [`WorkerPool`]: N workers running an async `reconcile(key) -> Result<Action, E>` with
 //!   graceful shutdown (drain, or cancel after a grace period).
-//! * [`InformerController`]: a `Controller` fed by shared informers' handlers (an object's own
+//! * [`InformerController`]: a `WorkerPool` fed by shared informers' handlers (an object's own
 //!   key, its controlling owner's key, or any key function) whose reconcile reads the object
 //!   from the informer's [`Store`](crate::store::Store); workers start once the informers have
 //!   synced.
@@ -55,7 +55,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use informer::workqueue::{Action, Controller, WorkQueue};
+//! use informer::workqueue::{Action, WorkerPool, WorkQueue};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() {
@@ -63,7 +63,7 @@
 //! // An informer's event handler would do this for every event:
 //! queue.add("default/web".to_string());
 //!
-//! let controller = Controller::new(queue.clone(), 4);
+//! let controller = WorkerPool::new(queue.clone(), 4);
 //! let summary = controller
 //!     .run(
 //!         |key: String| async move {
@@ -86,7 +86,7 @@ mod metrics;
 mod queue;
 mod rate_limiter;
 
-pub use controller::{Action, Controller, RunSummary};
+pub use controller::{Action, RunSummary, WorkerPool};
 pub use informer_controller::InformerController;
 pub use metrics::{DurationStats, WorkQueueMetrics};
 pub use queue::WorkQueue;

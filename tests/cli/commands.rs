@@ -802,7 +802,7 @@ async fn instances_without_port_one_port_or_every_port_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_prints_what_the_library_discovery_computes() {
-    use informer::discovery::{Discovery, DiscoveryOptions};
+    use informer::discovery::{DiscoveryOptions, ServiceDiscovery};
     use informer::{Client, Config};
 
     let sim = Simulator::start().await.unwrap();
@@ -819,7 +819,7 @@ async fn instances_prints_what_the_library_discovery_computes() {
         churn.step().unwrap();
     }
     let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
-    let discovery = Discovery::new(
+    let discovery = ServiceDiscovery::new(
         client,
         DiscoveryOptions {
             include_not_ready: true,

@@ -11,8 +11,9 @@ use std::sync::atomic::Ordering;
 
 use crate::support::config::{Certs, ServerState, TempDir, b64, start_server};
 use hyper::Method;
+use informer::config::Auth;
 use informer::config::{Kubeconfig, TokenProvider};
-use informer::{Auth, Client, Config, Error};
+use informer::{Client, Config, Error};
 
 const V1: &str = "client.authentication.k8s.io/v1";
 const V1BETA1: &str = "client.authentication.k8s.io/v1beta1";

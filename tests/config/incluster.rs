@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use crate::support::config::{Certs, ServerState, TempDir, start_server};
 use hyper::Method;
+use informer::config::Auth;
 use informer::config::{InClusterOptions, TokenFile, TokenProvider};
-use informer::{Auth, Client, Config, Error};
+use informer::{Client, Config, Error};
 
 fn mount(certs: &Certs, namespace: Option<&str>) -> TempDir {
     let dir = TempDir::new("sa");

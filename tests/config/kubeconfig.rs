@@ -7,8 +7,9 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::support::config::{Certs, TempDir, b64};
+use informer::config::Auth;
 use informer::config::{Kubeconfig, KubeconfigOptions};
-use informer::{Auth, Config, Error};
+use informer::{Config, Error};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 

@@ -1,8 +1,9 @@
 //! Secrets never show in `Debug` output: a configuration, a kubeconfig's users and clusters, and
 //! an exec plugin's arguments and environment, each formatted with a secret inside.
 
+use informer::Config;
+use informer::config::{Auth, Secret};
 use informer::config::{ExecConfig, ExecCredentialProvider, Kubeconfig, KubeconfigOptions};
-use informer::{Auth, Config, Secret};
 
 const SECRET: &str = "s3cretT0ken";
 

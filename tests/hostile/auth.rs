@@ -4,9 +4,10 @@
 
 use std::time::Duration;
 
+use informer::config::{Auth, Secret};
 use informer::reflector::{BackoffOptions, ReflectorOptions};
 use informer::sim::Simulator;
-use informer::{Api, Auth, Client, Config, ConfigMap, Error, Informer, Secret};
+use informer::{Api, Client, Config, ConfigMap, Error, Informer};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::timeout;

@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use informer::fifo::DeltaFifo;
 use informer::reflector::{Reflector, ReflectorOptions};
 use informer::sim::Simulator;
 use informer::store::Store;
-use informer::{Api, Client, Config, ConfigMap, DeltaFifo, Error, ListParams, WatchParams};
+use informer::{Api, Client, Config, ConfigMap, Error, ListParams, WatchParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;

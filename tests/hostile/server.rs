@@ -12,11 +12,12 @@ use std::time::Duration;
 use crate::support::raw_server::{Body, RawServer, Reply};
 use crate::support::scripted::{error_event, event, list, list_body, query, status, stream};
 use informer::fifo::Delta;
+use informer::fifo::DeltaFifo;
 use informer::reflector::{
     BackoffOptions, ErrorCallback, Health, ListSummary, Reflector, ReflectorOptions,
 };
 use informer::store::Store;
-use informer::{Api, ConfigMap, DeltaFifo, Error};
+use informer::{Api, ConfigMap, Error};
 use tokio::time::Instant;
 
 fn no_streaming_lists() -> Reply {

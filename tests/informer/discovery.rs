@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use informer::discovery::{
-    Discovery, DiscoveryOptions, EndpointSource, Freshness, ServiceState, Snapshot,
+    DiscoveryOptions, EndpointSource, Freshness, ServiceDiscovery, ServiceState, Snapshot,
 };
 use informer::reflector::{BackoffOptions, ReflectorOptions};
 use informer::sim::Simulator;
@@ -102,7 +102,7 @@ async fn slices_are_merged_moves_and_deletions_followed() {
     )
     .unwrap();
 
-    let d = Discovery::new(client(&sim), options());
+    let d = ServiceDiscovery::new(client(&sim), options());
     assert!(d.wait_for_sync(NS, Duration::from_secs(10)).await);
     let s = d.instances(NS, "web", "http");
     assert_eq!(s.state, ServiceState::Ready);
@@ -171,7 +171,7 @@ async fn service_deleted_and_recreated() {
         slice("web", "web-a", &["10.0.0.1"]),
     )
     .unwrap();
-    let d = Discovery::new(client(&sim), options());
+    let d = ServiceDiscovery::new(client(&sim), options());
     assert!(d.wait_for_sync(NS, Duration::from_secs(10)).await);
     assert_eq!(
         d.instances(NS, "missing", "http").state,
@@ -225,7 +225,7 @@ async fn relist_during_churn_never_flaps_to_empty() {
         },
     )
     .unwrap();
-    let d = Discovery::new(client(&sim), options());
+    let d = ServiceDiscovery::new(client(&sim), options());
     assert!(d.wait_for_sync(NS, Duration::from_secs(10)).await);
     let mut sub = d.subscribe(NS, "svc-0", "http");
     let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -307,7 +307,7 @@ async fn cache_miss_is_single_flight() {
     // simulator.
     let dead = Client::new(Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
     let factory = Arc::new(InformerFactory::with_options(dead, reflector()));
-    let d = Discovery::with_factory(
+    let d = ServiceDiscovery::with_factory(
         client(&sim),
         factory,
         DiscoveryOptions {
@@ -366,7 +366,7 @@ async fn endpoints_mode_warns_on_truncated_list() {
         }),
     )
     .unwrap();
-    let d = Discovery::new(
+    let d = ServiceDiscovery::new(
         client(&sim),
         DiscoveryOptions {
             source: EndpointSource::Endpoints,
@@ -401,7 +401,7 @@ async fn pod_metadata_joins_even_when_the_pod_arrives_late() {
         slice("dubbo", "dubbo-a", &["10.2.0.1"]),
     )
     .unwrap();
-    let d = Discovery::new(
+    let d = ServiceDiscovery::new(
         client(&sim),
         DiscoveryOptions {
             pod_metadata: true,
@@ -448,7 +448,7 @@ async fn last_known_good_serves_a_cold_start_marked_stale() {
         last_known_good: Some(path.clone()),
         ..o
     };
-    let d = Discovery::new(client(&sim), with_file(options()));
+    let d = ServiceDiscovery::new(client(&sim), with_file(options()));
     assert!(d.wait_for_sync(NS, Duration::from_secs(10)).await);
     assert_eq!(d.instances(NS, "web", "http").state, ServiceState::Ready);
     d.persist_now().unwrap();
@@ -456,7 +456,7 @@ async fn last_known_good_serves_a_cold_start_marked_stale() {
 
     // The apiserver is gone: a new process starts from the file.
     let dead = Client::new(Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
-    let cold = Discovery::new(dead, with_file(options()));
+    let cold = ServiceDiscovery::new(dead, with_file(options()));
     let s = cold.instances(NS, "web", "http");
     assert_eq!(s.state, ServiceState::Ready);
     assert_eq!(addrs(&s), ["10.0.0.1:8080"]);
@@ -477,7 +477,7 @@ async fn last_known_good_serves_a_cold_start_marked_stale() {
 async fn tracked_services_and_ports_are_bounded_and_subscribed_ones_survive() {
     let sim = Simulator::start().await.unwrap();
     sim.create("services", Some(NS), service("keep")).unwrap();
-    let d = Discovery::new(
+    let d = ServiceDiscovery::new(
         client(&sim),
         DiscoveryOptions {
             max_tracked_services: 3,
@@ -535,7 +535,7 @@ async fn tracked_services_and_ports_are_bounded_and_subscribed_ones_survive() {
 async fn watched_namespaces_are_bounded_and_a_subscribed_one_survives() {
     let sim = Simulator::start().await.unwrap();
     sim.create("services", Some(NS), service("keep")).unwrap();
-    let d = Discovery::new(
+    let d = ServiceDiscovery::new(
         client(&sim),
         DiscoveryOptions {
             max_watched_namespaces: 2,

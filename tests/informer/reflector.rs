@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use crate::support::raw_server::{RawServer, Reply};
 use crate::support::scripted::{event, list, query, status, stream};
+use informer::fifo::DeltaFifo;
 use informer::reflector::{BackoffOptions, Reflector, ReflectorOptions};
 use informer::store::Store;
-use informer::{Api, ConfigMap, DeltaFifo};
+use informer::{Api, ConfigMap};
 
 fn options() -> ReflectorOptions {
     ReflectorOptions {

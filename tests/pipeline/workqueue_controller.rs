@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use informer::workqueue::{Action, Controller, ItemExponentialRateLimiter, RunSummary, WorkQueue};
+use informer::workqueue::{Action, ItemExponentialRateLimiter, RunSummary, WorkQueue, WorkerPool};
 use tokio::time::{Instant, sleep, timeout};
 
 const MS: Duration = Duration::from_millis(1);
@@ -27,7 +27,7 @@ async fn errors_retry_with_backoff_and_success_forgets() {
     let log: Log = Arc::default();
     let start = Instant::now();
     queue.add("flaky");
-    let controller = Controller::new(queue.clone(), 2);
+    let controller = WorkerPool::new(queue.clone(), 2);
     let run = tokio::spawn(controller.run(
         {
             let log = Arc::clone(&log);
@@ -76,7 +76,7 @@ async fn requeue_after_comes_back_after_the_delay() {
     let log: Log = Arc::default();
     let start = Instant::now();
     queue.add("poll");
-    let summary = Controller::new(queue.clone(), 1)
+    let summary = WorkerPool::new(queue.clone(), 1)
         .run(
             {
                 let log = Arc::clone(&log);
@@ -123,7 +123,7 @@ async fn shutdown_finishes_in_flight_and_queued_keys_then_returns() {
     }
     let finished = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
-    let summary = Controller::new(queue.clone(), 1)
+    let summary = WorkerPool::new(queue.clone(), 1)
         .run(
             {
                 let finished = Arc::clone(&finished);
@@ -149,7 +149,7 @@ async fn shutdown_finishes_in_flight_and_queued_keys_then_returns() {
 #[tokio::test(start_paused = true)]
 async fn run_returns_when_the_queue_is_shut_down_elsewhere() {
     let queue: WorkQueue<u32> = WorkQueue::new();
-    let run = tokio::spawn(Controller::new(queue.clone(), 3).run(
+    let run = tokio::spawn(WorkerPool::new(queue.clone(), 3).run(
         |_| async { Ok::<_, ()>(Action::Done) },
         std::future::pending(),
     ));
@@ -168,7 +168,7 @@ async fn a_panicking_reconcile_marks_its_key_done_and_the_panic_reaches_run() {
     let queue = queue_with_backoff(MS);
     queue.add("ok");
     queue.add("boom");
-    let run = tokio::spawn(Controller::new(queue.clone(), 2).run(
+    let run = tokio::spawn(WorkerPool::new(queue.clone(), 2).run(
         |key| async move {
             if key == "boom" {
                 panic!("reconcile of {key} failed hard");
@@ -202,7 +202,7 @@ async fn workers_never_reconcile_one_key_concurrently() {
     let in_flight = Arc::new(Mutex::new(HashSet::new()));
     let counts = Arc::new(Mutex::new(HashMap::<u32, u32>::new()));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let run = tokio::spawn(Controller::new(queue.clone(), 4).run(
+    let run = tokio::spawn(WorkerPool::new(queue.clone(), 4).run(
         {
             let (in_flight, counts) = (Arc::clone(&in_flight), Arc::clone(&counts));
             move |key| {
@@ -251,7 +251,7 @@ async fn shutdown_grace_cancels_what_still_runs_and_keeps_the_counts() {
     }
     let reconciled = Arc::new(Mutex::new(Vec::new()));
     let start = Instant::now();
-    let summary = Controller::new(queue.clone(), 1)
+    let summary = WorkerPool::new(queue.clone(), 1)
         .shutdown_grace(100 * MS)
         .run(
             {

@@ -18,11 +18,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hyper::Method;
+use informer::client::VersionMatch;
 use informer::reflector::Phase;
 use informer::watch::WatchEvent;
 use informer::{
     Api, ApiResource, Client, ConfigMap, DeletedObject, DynamicObject, EndpointSlice, Endpoints,
-    Error, EventHandler, Informer, ListParams, Object, VersionMatch, WatchParams,
+    Error, EventHandler, Informer, ListParams, Object, WatchParams,
 };
 use serde_json::{Value, json};
 use support::real_apiserver::*;
@@ -69,7 +70,7 @@ async fn bearer_token_authenticates_and_a_wrong_one_is_401() {
         assert_eq!(list["kind"], "NamespaceList");
 
         let mut config = real.config();
-        config.auth = informer::Auth::Bearer(informer::Secret::new("wrong-token"));
+        config.auth = informer::config::Auth::Bearer(informer::config::Secret::new("wrong-token"));
         let err = Client::new(config)
             .unwrap()
             .request::<Value>(Method::GET, "/api/v1/namespaces", None)

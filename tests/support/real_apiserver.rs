@@ -11,10 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use hyper::Method;
 use informer::config::parse_certificates;
+use informer::config::{Auth, Identity, Secret};
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::{
-    Api, Auth, Client, Config, ConfigMap, Identity, Informer, ListParams, Object, Secret,
-};
+use informer::{Api, Client, Config, ConfigMap, Informer, ListParams, Object};
 use serde_json::{Value, json};
 
 /// How to run the suite, printed by every test that skips.

@@ -1,13 +1,30 @@
-//! A tiny RFC 3339 timestamp parser for `ExecCredential.status.expirationTimestamp`.
+//! RFC 3339 timestamps, the form of Kubernetes' `metav1.Time` (`creationTimestamp`,
+//! `deletionTimestamp`, an exec credential's `expirationTimestamp`): the crate's one parser and
+//! one formatter.
 //!
-//! Accepts `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (the `T` may be `t` or a space, `Z` may be
-//! `z`), which is what Go's `time.RFC3339` marshalling produces. Leap seconds (`:60`) are clamped to
-//! `:59`. Anything else is `None`; a date crate would be a dependency for one field.
+//! [`parse_rfc3339`] accepts `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` (the `T` may be `t` or a
+//! space, `Z` may be `z`), which is what Go's `time.RFC3339` marshalling produces. Leap seconds
+//! (`:60`) are clamped to `:59`. Anything else is `None`; a date crate would be a dependency for a
+//! few fields. [`format_rfc3339`] writes what the apiserver writes: UTC, whole seconds.
+//!
+//! ```
+//! use informer::model::time::{format_rfc3339, parse_rfc3339};
+//! let t = parse_rfc3339("2024-02-29T14:34:56+02:00").unwrap();
+//! assert_eq!(format_rfc3339(t), "2024-02-29T12:34:56Z");
+//! ```
 
 use std::time::{Duration, SystemTime};
 
 /// The instant `text` names, or `None` if it is not an RFC 3339 timestamp (or is before 1970).
-pub(crate) fn parse(text: &str) -> Option<SystemTime> {
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use informer::model::time::parse_rfc3339;
+/// let t = parse_rfc3339("1970-01-01T00:01:00.5Z").unwrap();
+/// assert_eq!(t, SystemTime::UNIX_EPOCH + Duration::from_millis(60_500));
+/// assert_eq!(parse_rfc3339("yesterday"), None);
+/// ```
+pub fn parse_rfc3339(text: &str) -> Option<SystemTime> {
     let b = text.as_bytes();
     if b.len() < 20 {
         return None;
@@ -66,6 +83,39 @@ pub(crate) fn parse(text: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::new(seconds, nanos))
 }
 
+/// `time` as RFC 3339 in UTC, whole seconds (`2026-11-30T01:02:59Z`), the apiserver's form; an
+/// instant before 1970 is written as the epoch.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use informer::model::time::format_rfc3339;
+/// let t = SystemTime::UNIX_EPOCH + Duration::from_secs(951_868_800);
+/// assert_eq!(format_rfc3339(t), "2000-03-01T00:00:00Z");
+/// ```
+pub fn format_rfc3339(time: SystemTime) -> String {
+    let secs = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 fn is_leap(year: i64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }
@@ -93,6 +143,10 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(text: &str) -> Option<SystemTime> {
+        parse_rfc3339(text)
+    }
 
     fn secs(text: &str) -> Option<u64> {
         parse(text).map(|t| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs())
@@ -132,6 +186,17 @@ mod tests {
             "+024-01-01T00:00:00Z",
         ] {
             assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn formats_what_it_parses() {
+        for text in [
+            "1970-01-01T00:00:00Z",
+            "2000-02-29T23:59:59Z",
+            "2024-12-31T00:00:01Z",
+        ] {
+            assert_eq!(format_rfc3339(parse(text).unwrap()), text);
         }
     }
 }
