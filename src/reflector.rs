@@ -518,13 +518,6 @@ impl<T: Object + Clone> Reflector<T> {
         if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
             return State::Stopped;
         }
-        // The first sync: the watch opens once the consumer has processed the list, so the synced
-        // state is exactly the list's (no event merged into a listed object before it is handed
-        // out) and the list's decode has the CPU to itself. Nothing is missed: the watch starts
-        // from the list's resourceVersion.
-        if !self.fifo.has_synced() && !self.fifo.wait_synced().await {
-            return State::Stopped;
-        }
         State::Watch
     }
 
