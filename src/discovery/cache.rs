@@ -284,6 +284,16 @@ impl Cache {
             drop(inner);
             return self.cell(namespace, service, port);
         }
+        // Relaxed: `forget_namespace` sets the flag before it takes the services lock to remove
+        // the namespace's entries, and `service_entry` took that lock after or before it. After:
+        // the lock orders the flag before this load, and this entry (made after the namespace
+        // was forgotten) would have no informers, so it is forgotten too. Before: the entry was
+        // removed and marked `evicted` above.
+        if watch.evicted.load(Ordering::Relaxed) {
+            drop(inner);
+            self.forget_entry(&entry);
+            return self.cell(namespace, service, port);
+        }
         if let Some(cell) = inner.cells.iter().find(|c| c.port == port) {
             return cell.clone();
         }
@@ -369,14 +379,32 @@ impl Cache {
         };
         if let Some(victim) = victim {
             // After the services lock is released (never a Service's lock inside it for long).
-            let mut inner = victim.state.lock().unwrap_or_else(PoisonError::into_inner);
-            inner.evicted = true;
-            let cells = std::mem::take(&mut inner.cells);
-            self.forget_cells(&cells);
-            let pods = std::mem::take(&mut inner.pods);
-            self.update_pod_refs(&victim.namespace, &victim.name, &pods, &BTreeSet::new());
+            self.forget_entry_state(&victim);
         }
         entry
+    }
+
+    /// Removes `entry` from the tracked Services (if it is still there) and forgets its state.
+    fn forget_entry(&self, entry: &Arc<ServiceEntry>) {
+        {
+            let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+            let key = (entry.namespace.clone(), entry.name.clone());
+            if services.get(&key).is_some_and(|e| Arc::ptr_eq(e, entry)) {
+                services.remove(&key);
+            }
+        }
+        self.forget_entry_state(entry);
+    }
+
+    /// Marks a Service entry that is no longer tracked as evicted and drops its cells (their
+    /// subscriptions end) and Pod references.
+    fn forget_entry_state(&self, entry: &ServiceEntry) {
+        let mut inner = entry.state.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.evicted = true;
+        let cells = std::mem::take(&mut inner.cells);
+        self.forget_cells(&cells);
+        let pods = std::mem::take(&mut inner.pods);
+        self.update_pod_refs(&entry.namespace, &entry.name, &pods, &BTreeSet::new());
     }
 
     /// Removes cells from the read path. Their subscribers' streams end (the senders drop).
@@ -432,12 +460,7 @@ impl Cache {
             keys.iter().filter_map(|k| services.remove(k)).collect()
         };
         for entry in entries {
-            let mut inner = entry.state.lock().unwrap_or_else(PoisonError::into_inner);
-            inner.evicted = true;
-            let cells = std::mem::take(&mut inner.cells);
-            self.forget_cells(&cells);
-            let pods = std::mem::take(&mut inner.pods);
-            self.update_pod_refs(&entry.namespace, &entry.name, &pods, &BTreeSet::new());
+            self.forget_entry_state(&entry);
         }
         let prefix = format!("{namespace}/");
         self.slice_seq
@@ -515,6 +538,15 @@ impl Cache {
             WatchScope::PerNamespace => Some(namespace.to_owned()),
             WatchScope::ClusterWide => None,
         }
+    }
+
+    /// The informers serving `namespace` if they exist; never creates them.
+    fn current_watch(&self, namespace: &str) -> Option<Arc<Watch>> {
+        self.watches
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&self.scope_key(namespace))
+            .cloned()
     }
 
     /// The informers serving `namespace`, created, wired and started on first use; creating one
@@ -790,7 +822,11 @@ impl Cache {
     // Computation
 
     fn recompute(&self, entry: &ServiceEntry) {
-        let watch = self.watch(&entry.namespace);
+        // Never `self.watch`: a handler or the first computation of a namespace that was just
+        // forgotten must not start its informers again (and evict a namespace in use for it).
+        let Some(watch) = self.current_watch(&entry.namespace) else {
+            return;
+        };
         // SeqCst: see `Watch::computing`.
         if !watch.computing.load(Ordering::SeqCst) {
             return;
@@ -1053,5 +1089,29 @@ mod tests {
         let snapshot = cache.instances("ns", "svc", "http");
         assert_eq!(snapshot.state, ServiceState::NotSynced);
         assert_eq!(cache.metrics().tracked_ports, 1);
+    }
+
+    /// A recomputation that comes late for a forgotten namespace (its first computation, or a
+    /// handler, still running) must not start that namespace again and evict one in use. It did,
+    /// and left a cell behind that no namespace bound (CI run of stop 19).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_late_recomputation_does_not_revive_a_forgotten_namespace() {
+        let client =
+            Client::new(crate::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let factory = Arc::new(InformerFactory::new(client.clone()));
+        let options = DiscoveryOptions {
+            max_watched_namespaces: 1,
+            ..DiscoveryOptions::default()
+        };
+        let cache = Cache::new(client, factory, options);
+        cache.instances("ns-0", "web", "http");
+        let late = cache.services.lock().unwrap()[&("ns-0".to_owned(), "web".to_owned())].clone();
+        cache.instances("ns-1", "web", "http");
+        assert_eq!(cache.metrics().tracked_ports, 1);
+
+        cache.recompute(&late);
+        let m = cache.metrics();
+        assert_eq!((m.watched_namespaces, m.tracked_ports), (1, 1), "{m:?}");
+        assert!(cache.current_watch("ns-1").is_some());
     }
 }
