@@ -18,7 +18,7 @@ use std::thread;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use informer::Pod;
 use informer::fifo::{Delta, DeltaFifo, RawDelta};
-use informer::store::Store;
+use informer::store::Writer;
 use informer::watch::{EventDecoder, RawEvent};
 
 const EVENTS: usize = 20_000;
@@ -95,7 +95,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || input.clone(),
                 |evs| {
-                    let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+                    let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Writer::<Pod>::new()));
                     for e in evs {
                         fifo.push(e);
                     }
@@ -127,7 +127,7 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || input.clone(),
                 |evs| {
-                    let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+                    let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Writer::<Pod>::new()));
                     let producer = thread::spawn(move || {
                         for e in evs {
                             fifo.push(e);
@@ -206,7 +206,7 @@ fn slow_consumer(c: &mut Criterion) {
         b.iter_batched(
             || input.clone(),
             |evs| {
-                let store = Arc::new(Store::<Pod>::new());
+                let store = Arc::new(Writer::<Pod>::new());
                 let (fifo, mut consumer) = DeltaFifo::new(store.clone());
                 let producer = {
                     let fifo = fifo.clone();

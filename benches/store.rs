@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use criterion::{Criterion, criterion_group};
 use informer::Pod;
-use informer::store::Store;
+use informer::store::Writer;
 
 const NAMESPACES: usize = 100;
 const PER_NAMESPACE: usize = 100;
@@ -43,14 +43,14 @@ fn keys() -> Vec<(String, usize)> {
         .collect()
 }
 
-fn get(store: &Store<Pod>, (full, name_start): &(String, usize)) -> Option<Arc<Pod>> {
+fn get(store: &Writer<Pod>, (full, name_start): &(String, usize)) -> Option<Arc<Pod>> {
     store.get(&full[..name_start - 1], &full[*name_start..])
 }
 
 type Baseline = RwLock<HashMap<String, Arc<Pod>>>;
 
-fn fill() -> (Arc<Store<Pod>>, Arc<Baseline>) {
-    let store = Arc::new(Store::new());
+fn fill() -> (Arc<Writer<Pod>>, Arc<Baseline>) {
+    let store = Arc::new(Writer::new());
     let mut base = HashMap::new();
     for ns in 0..NAMESPACES {
         for name in 0..PER_NAMESPACE {
@@ -64,7 +64,7 @@ fn fill() -> (Arc<Store<Pod>>, Arc<Baseline>) {
 
 /// A writer replacing objects round-robin in both maps until `stop`.
 fn writer(
-    store: Arc<Store<Pod>>,
+    store: Arc<Writer<Pod>>,
     base: Arc<Baseline>,
     stop: Arc<AtomicBool>,
 ) -> thread::JoinHandle<()> {

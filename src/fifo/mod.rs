@@ -647,8 +647,8 @@ pub struct FifoConsumer<T> {
 /// bookmark: see [`caught_up_resource_version`](Self::caught_up_resource_version).
 ///
 /// ```
-/// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
-/// let store = Arc::new(Store::<Pod>::new());
+/// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Writer};
+/// let store = Arc::new(Writer::<Pod>::new());
 /// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
 /// fifo.push(Delta::Added(Arc::new(Pod::default())));
 /// let popped = consumer.pop().unwrap();

@@ -26,6 +26,7 @@
 
 mod key;
 mod selector;
+mod writer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -39,6 +40,7 @@ use hashbrown::HashTable;
 use key::{KeyHasher, StoreKey, hash_parts, split_key};
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
+pub use writer::Writer;
 
 /// Name of the built-in index from namespace to objects (client-go's `NamespaceIndex`). Cluster-scoped
 /// objects are indexed under `""` (I9).
@@ -100,18 +102,21 @@ struct Index<T> {
     buckets: Buckets<T>,
 }
 
-/// The sharded, indexed cache. Cheap to share: wrap it in an `Arc`.
+/// The sharded, indexed cache, read-only: every public method reads. An informer hands out
+/// `Arc<Store<T>>` and writes it only from its pipeline, so the cache changes only with the server;
+/// a [`Writer`] fills a store of your own.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use informer::{Pod, store::Store};
+/// use informer::{Pod, store::{Store, Writer}};
 /// # fn pod(ns: &str, name: &str, rv: &str) -> Arc<Pod> {
 /// #     let mut p = Pod::default();
 /// #     (p.metadata.namespace, p.metadata.name, p.metadata.resource_version) = (ns.into(), name.into(), rv.into());
 /// #     Arc::new(p)
 /// # }
-/// let store = Store::<Pod>::new();
-/// store.insert(pod("prod", "web", "1"));
+/// let writer = Writer::<Pod>::new(); // an informer's pipeline holds this
+/// let store: Arc<Store<Pod>> = writer.reader(); // users get this
+/// writer.insert(pod("prod", "web", "1"));
 /// assert_eq!(store.get("prod", "web").unwrap().metadata.resource_version, "1");
 /// assert_eq!(store.list_namespace("prod").len(), 1);
 /// ```
@@ -139,7 +144,7 @@ impl<T: Object> Store<T> {
     /// An empty store with the namespace index.
     ///
     /// ```
-    /// let store = informer::store::Store::<informer::Pod>::new();
+    /// let store = informer::store::Writer::<informer::Pod>::new();
     /// assert!(store.is_empty());
     /// ```
     pub fn new() -> Store<T> {
@@ -174,7 +179,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Node, store::Store};
-    /// let store = Store::<Node>::new();
+    /// let store = informer::store::Writer::<Node>::new();
     /// let mut n = Node::default();
     /// n.metadata.name = "node-1".into();
     /// store.insert(Arc::new(n));
@@ -191,7 +196,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// let store = Store::<Pod>::new();
+    /// let store = informer::store::Writer::<Pod>::new();
     /// assert!(store.get_key("default/web").is_none());
     /// ```
     pub fn get_key(&self, key: &str) -> Option<Arc<T>> {
@@ -258,7 +263,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// let store = Store::<Pod>::new();
+    /// let store = informer::store::Writer::<Pod>::new();
     /// let mut p = Pod::default();
     /// p.metadata.name = "a".into();
     /// p.metadata.labels.insert("app".into(), "web".into());
@@ -279,15 +284,7 @@ impl<T: Object> Store<T> {
     }
 
     /// Inserts or replaces the object under its key; returns the previous object.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// # fn pod(rv: &str) -> Arc<Pod> { let mut p = Pod::default(); p.metadata.name = "a".into(); p.metadata.resource_version = rv.into(); Arc::new(p) }
-    /// let store = Store::<Pod>::new();
-    /// assert!(store.insert(pod("1")).is_none());
-    /// assert_eq!(store.insert(pod("2")).unwrap().metadata.resource_version, "1");
-    /// ```
-    pub fn insert(&self, obj: Arc<T>) -> Option<Arc<T>> {
+    pub(crate) fn insert(&self, obj: Arc<T>) -> Option<Arc<T>> {
         let meta = obj.meta();
         let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
         let (hash, shard) = self.locate(namespace, name);
@@ -317,17 +314,7 @@ impl<T: Object> Store<T> {
     }
 
     /// Removes the object with cache key `key`; returns it.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// let store = Store::<Pod>::new();
-    /// let mut p = Pod::default();
-    /// (p.metadata.namespace, p.metadata.name) = ("ns".into(), "a".into());
-    /// store.insert(Arc::new(p));
-    /// assert!(store.remove("ns/a").is_some());
-    /// assert!(store.remove("ns/a").is_none());
-    /// ```
-    pub fn remove(&self, key: &str) -> Option<Arc<T>> {
+    pub(crate) fn remove(&self, key: &str) -> Option<Arc<T>> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
@@ -353,7 +340,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// let store = Store::<Pod>::new();
+    /// let store = informer::store::Writer::<Pod>::new();
     /// store.on_index_panic(Arc::new(|index, key, message| eprintln!("{index} {key}: {message}")));
     /// ```
     pub fn on_index_panic(&self, hook: IndexPanicHook) {
@@ -369,7 +356,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// let store = Store::<Pod>::new();
+    /// let store = informer::store::Writer::<Pod>::new();
     /// store.add_index("bad", Arc::new(|_: &Pod| panic!("index bug"))).unwrap();
     /// store.insert(Arc::new(Pod::default()));
     /// assert_eq!(store.index_panics(), 1);
@@ -409,20 +396,7 @@ impl<T: Object> Store<T> {
     /// and resourceVersion are unchanged keep the stored `Arc`. Returns the removed objects. Each
     /// object is inserted or removed by itself, so concurrent readers may see a mix of old and new
     /// state while it runs.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// # fn pod(name: &str) -> Arc<Pod> { let mut p = Pod::default(); p.metadata.name = name.into(); p.metadata.resource_version = "1".into(); Arc::new(p) }
-    /// let store = Store::<Pod>::new();
-    /// store.insert(pod("a"));
-    /// store.insert(pod("b"));
-    /// let removed = store.replace(vec![pod("b"), pod("c")]);
-    /// assert_eq!(removed.len(), 1);
-    /// let mut keys = store.keys();
-    /// keys.sort();
-    /// assert_eq!(keys, ["b", "c"]);
-    /// ```
-    pub fn replace(&self, items: impl IntoIterator<Item = Arc<T>>) -> Vec<Arc<T>> {
+    pub(crate) fn replace(&self, items: impl IntoIterator<Item = Arc<T>>) -> Vec<Arc<T>> {
         let mut listed = std::collections::HashSet::new();
         for item in items {
             let meta = item.meta();
@@ -445,16 +419,7 @@ impl<T: Object> Store<T> {
 
     /// Applies a popped delta: `Added`/`Modified` insert, `Deleted` removes the key. Returns the
     /// object the store held before (the `old` of an update notification).
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::Delta, store::Store};
-    /// let store = Store::<Pod>::new();
-    /// let mut p = Pod::default();
-    /// p.metadata.name = "a".into();
-    /// assert!(store.apply(&Delta::Added(Arc::new(p))).is_none());
-    /// assert_eq!(store.len(), 1);
-    /// ```
-    pub fn apply(&self, delta: &Delta<T>) -> Option<Arc<T>> {
+    pub(crate) fn apply(&self, delta: &Delta<T>) -> Option<Arc<T>> {
         match delta {
             Delta::Added(o) | Delta::Modified(o) => self.insert(o.clone()),
             Delta::Deleted(d) => self.remove(&d.key()),
@@ -465,7 +430,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, store::Store};
-    /// let store = Store::<Pod>::new();
+    /// let store = informer::store::Writer::<Pod>::new();
     /// let mut p = Pod::default();
     /// (p.metadata.name, p.spec.node_name) = ("a".into(), Some("node-1".into()));
     /// store.insert(Arc::new(p));
@@ -498,7 +463,7 @@ impl<T: Object> Store<T> {
     ///
     /// ```
     /// # use informer::{Pod, store::{Store, StoreError}};
-    /// let store = Store::<Pod>::new();
+    /// let store = informer::store::Writer::<Pod>::new();
     /// assert!(store.by_index("namespace", "x").unwrap().is_empty());
     /// assert_eq!(store.by_index("nope", "x"), Err(StoreError::UnknownIndex("nope".into())));
     /// ```
@@ -545,7 +510,7 @@ impl<T: Object> Store<T> {
     /// set.
     ///
     /// ```
-    /// let store = informer::store::Store::<informer::Pod>::new();
+    /// let store = informer::store::Writer::<informer::Pod>::new();
     /// store.set_last_applied_resource_version("42");
     /// assert_eq!(store.last_applied_resource_version(), "42");
     /// ```
@@ -560,11 +525,7 @@ impl<T: Object> Store<T> {
     /// Records the resourceVersion the store is now exactly at: the informer calls this with
     /// [`Popped::caught_up_resource_version`](crate::fifo::Popped::caught_up_resource_version) after
     /// applying the popped deltas.
-    ///
-    /// ```
-    /// informer::store::Store::<informer::Pod>::new().set_last_applied_resource_version("7");
-    /// ```
-    pub fn set_last_applied_resource_version(&self, rv: &str) {
+    pub(crate) fn set_last_applied_resource_version(&self, rv: &str) {
         let mut cur = self
             .last_applied_rv
             .0

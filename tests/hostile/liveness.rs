@@ -12,7 +12,7 @@ use std::time::Duration;
 use informer::fifo::DeltaFifo;
 use informer::reflector::{Reflector, ReflectorOptions};
 use informer::sim::Simulator;
-use informer::store::Store;
+use informer::store::Writer;
 use informer::{Api, Client, Config, ConfigMap, Error, ListParams, WatchParams};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -150,7 +150,7 @@ async fn a_reflector_against_a_silent_server_reports_the_timeout_and_retries() {
         })),
         ..Default::default()
     };
-    let store: Arc<Store<ConfigMap>> = Arc::new(Store::new());
+    let store: Arc<Writer<ConfigMap>> = Arc::new(Writer::new());
     let (fifo, _consumer) = DeltaFifo::new(store.clone());
     let reflector = Reflector::new(Api::namespaced(client, "a"), fifo, options);
     let health = reflector.health_handle();
@@ -368,7 +368,7 @@ async fn an_http1_watch_that_goes_silent_is_dropped_at_the_idle_limit_and_resume
         ..Default::default()
     };
     let idle_limit = options.min_watch_timeout * 2 + Duration::from_secs(30);
-    let store: Arc<Store<ConfigMap>> = Arc::new(Store::new());
+    let store: Arc<Writer<ConfigMap>> = Arc::new(Writer::new());
     let (fifo, _consumer) = DeltaFifo::new(store.clone());
     let task = tokio::spawn(Reflector::new(Api::namespaced(client, "a"), fifo, options).run());
 

@@ -16,7 +16,7 @@ use informer::fifo::DeltaFifo;
 use informer::reflector::{
     BackoffOptions, ErrorCallback, Health, ListSummary, Reflector, ReflectorOptions,
 };
-use informer::store::Store;
+use informer::store::Writer;
 use informer::{Api, ConfigMap, Error};
 use tokio::time::Instant;
 
@@ -80,7 +80,7 @@ impl Scripted {
 
 /// A reflector feeding a store, with every delta kept in order.
 struct Run {
-    store: Arc<Store<ConfigMap>>,
+    store: Arc<Writer<ConfigMap>>,
     deltas: Vec<(String, String)>,
     errors: Errors,
     health: Health,
@@ -99,7 +99,7 @@ async fn run(
         on_error: Some(errors.callback()),
         ..options
     };
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Writer::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let api: Api<ConfigMap> = Api::namespaced(server.server.client(), "a");
     let reflector = Reflector::new(api, fifo, options);
@@ -147,7 +147,7 @@ fn fast() -> ReflectorOptions {
     }
 }
 
-fn keys(store: &Store<ConfigMap>) -> Vec<String> {
+fn keys(store: &Writer<ConfigMap>) -> Vec<String> {
     let mut k = store.keys();
     k.sort();
     k

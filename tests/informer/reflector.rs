@@ -9,7 +9,7 @@ use crate::support::raw_server::{RawServer, Reply};
 use crate::support::scripted::{event, list, query, status, stream};
 use informer::fifo::DeltaFifo;
 use informer::reflector::{BackoffOptions, Reflector, ReflectorOptions};
-use informer::store::Store;
+use informer::store::Writer;
 use informer::{Api, ConfigMap};
 
 fn options() -> ReflectorOptions {
@@ -24,8 +24,8 @@ fn options() -> ReflectorOptions {
 }
 
 /// Runs a reflector against `server` until `n` requests were seen; returns their queries.
-async fn requests(server: &RawServer, n: usize) -> (Vec<String>, Arc<Store<ConfigMap>>) {
-    let store = Arc::new(Store::new());
+async fn requests(server: &RawServer, n: usize) -> (Vec<String>, Arc<Writer<ConfigMap>>) {
+    let store = Arc::new(Writer::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "a");
     let task = tokio::spawn(Reflector::new(api, fifo, options()).run());
@@ -215,7 +215,7 @@ async fn a_watch_event_that_does_not_decode_relists_and_the_store_converges() {
     opts.on_error = Some(Arc::new(move |e: &informer::Error| {
         seen.lock().unwrap().push(e.to_string())
     }));
-    let store = Arc::new(Store::<ConfigMap>::new());
+    let store = Arc::new(Writer::<ConfigMap>::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "a");
     let task = tokio::spawn(Reflector::new(api, fifo, opts).run());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use informer::Pod;
 use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, PENDING_RAW_BYTES, RawDelta};
-use informer::store::Store;
+use informer::store::Writer;
 use informer::watch::{EventDecoder, RawEvent};
 
 fn pod(key: &str, rv: &str, uid: &str) -> Arc<Pod> {
@@ -18,8 +18,8 @@ fn pod(key: &str, rv: &str, uid: &str) -> Arc<Pod> {
     Arc::new(p)
 }
 
-fn setup(stored: &[(&str, &str)]) -> (Arc<Store<Pod>>, DeltaFifo<Pod>, FifoConsumer<Pod>) {
-    let store = Arc::new(Store::new());
+fn setup(stored: &[(&str, &str)]) -> (Arc<Writer<Pod>>, DeltaFifo<Pod>, FifoConsumer<Pod>) {
+    let store = Arc::new(Writer::new());
     for (k, rv) in stored {
         store.insert(pod(k, rv, "u1"));
     }
@@ -39,7 +39,7 @@ fn show(d: &Delta<Pod>) -> String {
 }
 
 /// Pops everything pending (applying each delta to the store), as `key=[deltas]`.
-fn drain(store: &Store<Pod>, c: &mut FifoConsumer<Pod>) -> Vec<String> {
+fn drain(store: &Writer<Pod>, c: &mut FifoConsumer<Pod>) -> Vec<String> {
     let mut out = Vec::new();
     while let Some(p) = c.try_pop() {
         for d in p.deltas() {
@@ -529,7 +529,7 @@ fn a_stalled_consumer_holds_the_producer_and_memory_stays_o_keys() {
     // capacity, and only what survives is decoded.
     const KEYS: u64 = 10_000;
     const EVENTS: u64 = 1_000_000;
-    let store = Arc::new(Store::<Pod>::new());
+    let store = Arc::new(Writer::<Pod>::new());
     let (fifo, mut consumer) = DeltaFifo::with_capacity(store.clone(), 256);
     let capacity = fifo.capacity();
     let pushed = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -629,7 +629,7 @@ fn undecoded_bytes_held_pending_stay_within_the_budget() {
     // in the producer. Everything arrives.
     const KEYS: u64 = 8_000;
     const SIZE: usize = 4_000;
-    let store = Arc::new(Store::<Pod>::new());
+    let store = Arc::new(Writer::<Pod>::new());
     let (fifo, mut consumer) = DeltaFifo::with_capacity(store.clone(), 64);
     let producer = {
         let fifo = fifo.clone();

@@ -8,7 +8,7 @@ use std::thread;
 
 use informer::Pod;
 use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
-use informer::store::Store;
+use informer::store::Writer;
 
 const PRODUCERS: usize = 2;
 const KEYS_PER_PRODUCER: usize = 50;
@@ -55,7 +55,7 @@ fn produce(fifo: DeltaFifo<Pod>, producer: usize) -> HashMap<String, u64> {
 }
 
 /// Applies one popped key, checking versions only move forward.
-fn apply(store: &Store<Pod>, seen: &mut HashMap<String, u64>, key: &str, deltas: &[Delta<Pod>]) {
+fn apply(store: &Writer<Pod>, seen: &mut HashMap<String, u64>, key: &str, deltas: &[Delta<Pod>]) {
     for d in deltas {
         let rv: u64 = d.resource_version().parse().unwrap();
         let last = seen.entry(key.to_string()).or_insert(0);
@@ -70,7 +70,7 @@ fn apply(store: &Store<Pod>, seen: &mut HashMap<String, u64>, key: &str, deltas:
     }
 }
 
-fn check(store: &Store<Pod>, expected: HashMap<String, u64>) {
+fn check(store: &Writer<Pod>, expected: HashMap<String, u64>) {
     let mut got: Vec<(String, u64)> = store
         .list()
         .iter()
@@ -107,7 +107,7 @@ fn run_producers(fifo: &DeltaFifo<Pod>) -> thread::JoinHandle<HashMap<String, u6
 
 #[test]
 fn blocking_consumer_ends_at_the_producers_final_state() {
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Writer::new());
     let (fifo, mut consumer): (_, FifoConsumer<Pod>) = DeltaFifo::new(store.clone());
     let producers = run_producers(&fifo);
     let (mut seen, mut pops, mut max_depth) = (HashMap::new(), 0u64, 0);
@@ -129,7 +129,7 @@ fn blocking_consumer_ends_at_the_producers_final_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn async_consumer_ends_at_the_producers_final_state() {
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Writer::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let producers = run_producers(&fifo);
     let mut seen = HashMap::new();
@@ -144,7 +144,7 @@ async fn async_consumer_ends_at_the_producers_final_state() {
 
 #[test]
 fn relist_racing_with_a_consumer_converges() {
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Writer::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let producer = {
         let fifo = fifo.clone();

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 
 use informer::Pod;
-use informer::store::Store;
+use informer::store::Writer;
 
 fn pod(name: &str, node: &str, version: u64) -> Arc<Pod> {
     let mut p = Pod::default();
@@ -25,7 +25,7 @@ fn by_node(p: &Pod) -> Vec<String> {
 fn readers_never_see_an_object_under_the_wrong_index_value() {
     const KEYS: u64 = 64;
     const ROUNDS: u64 = 200;
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Writer::new());
     store.add_index("node", Arc::new(by_node)).unwrap();
     for k in 0..KEYS {
         store.insert(pod(&format!("p{k}"), "n0", 0));
@@ -69,7 +69,7 @@ fn readers_never_see_an_object_under_the_wrong_index_value() {
 
 #[test]
 fn add_index_while_a_writer_runs() {
-    let store = Arc::new(Store::new());
+    let store = Arc::new(Writer::new());
     let writer = {
         let store = store.clone();
         thread::spawn(move || {

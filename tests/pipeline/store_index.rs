@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use informer::fifo::{DeletedObject, Delta};
-use informer::store::{NAMESPACE_INDEX, Store, StoreError};
+use informer::store::{NAMESPACE_INDEX, StoreError, Writer};
 use informer::{Node, Pod};
 
 fn pod(ns: &str, name: &str, node: &str, labels: &[(&str, &str)]) -> Arc<Pod> {
@@ -29,7 +29,7 @@ fn by_node(p: &Pod) -> Vec<String> {
 
 #[test]
 fn get_list_keys_and_len() {
-    let s = Store::new();
+    let s = Writer::new();
     s.insert(pod("a", "x", "", &[]));
     s.insert(pod("b", "x", "", &[]));
     s.insert(pod("a", "y", "", &[]));
@@ -51,7 +51,7 @@ fn get_list_keys_and_len() {
 
 #[test]
 fn cluster_scoped_objects_use_the_bare_name() {
-    let s = Store::<Node>::new();
+    let s = Writer::<Node>::new();
     let mut n = Node::default();
     n.metadata.name = "n1".into();
     s.insert(Arc::new(n));
@@ -63,7 +63,7 @@ fn cluster_scoped_objects_use_the_bare_name() {
 
 #[test]
 fn insert_returns_old_and_remove_returns_removed() {
-    let s = Store::new();
+    let s = Writer::new();
     let first = pod("a", "x", "n1", &[]);
     assert!(s.insert(first.clone()).is_none());
     let old = s.insert(pod("a", "x", "n2", &[])).unwrap();
@@ -76,7 +76,7 @@ fn insert_returns_old_and_remove_returns_removed() {
 
 #[test]
 fn apply_handles_every_delta_kind() {
-    let s = Store::new();
+    let s = Writer::new();
     assert!(s.apply(&Delta::Added(pod("a", "x", "", &[]))).is_none());
     assert!(s.apply(&Delta::Modified(pod("a", "x", "n", &[]))).is_some());
     let tomb = DeletedObject::Tombstone {
@@ -98,7 +98,7 @@ fn apply_handles_every_delta_kind() {
 
 #[test]
 fn label_selection() {
-    let s = Store::new();
+    let s = Writer::new();
     s.insert(pod("a", "web", "", &[("app", "web"), ("env", "prod")]));
     s.insert(pod("a", "db", "", &[("app", "db"), ("env", "prod")]));
     s.insert(pod("a", "canary", "", &[("app", "web"), ("canary", "1")]));
@@ -113,7 +113,7 @@ fn label_selection() {
 
 #[test]
 fn custom_index_moves_keys_and_drops_empty_buckets() {
-    let s = Store::new();
+    let s = Writer::new();
     s.add_index("node", Arc::new(by_node)).unwrap();
     s.insert(pod("a", "x", "n1", &[]));
     s.insert(pod("a", "y", "n1", &[]));
@@ -135,7 +135,7 @@ fn custom_index_moves_keys_and_drops_empty_buckets() {
 
 #[test]
 fn same_value_update_refreshes_the_indexed_object() {
-    let s = Store::new();
+    let s = Writer::new();
     s.insert(pod("a", "x", "", &[("v", "1")]));
     let newer = pod("a", "x", "", &[("v", "2")]);
     s.insert(newer.clone());
@@ -144,7 +144,7 @@ fn same_value_update_refreshes_the_indexed_object() {
 
 #[test]
 fn multi_value_index() {
-    let s = Store::new();
+    let s = Writer::new();
     let labels_fn = |p: &Pod| p.metadata.labels.keys().cloned().collect::<Vec<_>>();
     s.add_index("label-keys", Arc::new(labels_fn)).unwrap();
     s.insert(pod("a", "x", "", &[("k1", ""), ("k2", "")]));
@@ -157,7 +157,7 @@ fn multi_value_index() {
 
 #[test]
 fn add_index_while_running_indexes_existing_objects() {
-    let s = Store::new();
+    let s = Writer::new();
     s.insert(pod("a", "x", "n1", &[]));
     s.insert(pod("b", "y", "n1", &[]));
     s.add_index("node", Arc::new(by_node)).unwrap();
@@ -178,7 +178,7 @@ fn add_index_while_running_indexes_existing_objects() {
 
 #[test]
 fn last_applied_resource_version_round_trips() {
-    let s = Store::<Pod>::new();
+    let s = Writer::<Pod>::new();
     assert_eq!(s.last_applied_resource_version(), "");
     s.set_last_applied_resource_version("100");
     s.set_last_applied_resource_version("101");
