@@ -249,14 +249,24 @@ impl std::error::Error for Error {
 }
 
 /// At most `max` bytes of `bytes` starting at `from`, as text a person can read in a log line:
-/// invalid UTF-8 replaced, control characters shown as `\u{..}`.
+/// invalid UTF-8 replaced, control characters shown as spaces.
 pub(crate) fn excerpt(bytes: &[u8], from: usize, max: usize) -> String {
     let from = from.min(bytes.len());
     let end = (from + max).min(bytes.len());
-    let mut s: String = String::from_utf8_lossy(&bytes[from..end])
-        .chars()
-        .map(|c| if c.is_control() && c != ' ' { ' ' } else { c })
-        .collect();
+    let part = &bytes[from..end];
+    let mut s = if part.is_ascii() {
+        // The common case (JSON, HTML error pages), byte by byte: no UTF-8 decoding.
+        let printable: Vec<u8> = part
+            .iter()
+            .map(|&b| if b.is_ascii_control() { b' ' } else { b })
+            .collect();
+        String::from_utf8(printable).unwrap_or_default()
+    } else {
+        String::from_utf8_lossy(part)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect()
+    };
     if end < bytes.len() {
         s.push('…');
     }

@@ -107,11 +107,35 @@ impl Bookmark {
 
 /// Decodes one frame into a typed event.
 pub fn decode_event<T: Object>(frame: &Frame) -> Result<WatchEvent<T>> {
+    if let Some(e) = not_an_object(&frame.bytes, frame.offset) {
+        return Err(e);
+    }
     let mut de = serde_json::Deserializer::from_slice(&frame.bytes);
     let event = Envelope::<T>::deserialize(&mut de)
         .and_then(|e| de.end().map(|()| e))
         .map_err(|e| decode_error(&frame.bytes, frame.offset, &e))?;
     Ok(event.0)
+}
+
+/// [`Error::Decode`] for a value that is not a JSON object, so cannot be an event (junk a proxy or a
+/// broken stream left between events), told without serde, whose error for it costs more than the
+/// value; `None` for an object.
+fn not_an_object(bytes: &[u8], base: u64) -> Option<Error> {
+    let at = bytes.iter().position(|b| !b.is_ascii_whitespace())?;
+    let found = match bytes[at] {
+        b'{' => return None,
+        b'[' => "an array",
+        b'"' => "a string",
+        b't' | b'f' => "a boolean",
+        b'n' => "null",
+        b'-' | b'0'..=b'9' => "a number",
+        _ => "a value that is not JSON",
+    };
+    Some(Error::Decode {
+        offset: base + at as u64,
+        excerpt: excerpt(bytes, at, 80),
+        message: format!("expected a watch event {{\"type\":...,\"object\":...}}, found {found}"),
+    })
 }
 
 /// Builds [`Error::Decode`] for a serde_json error in `bytes`, which start at stream offset `base`.
@@ -534,6 +558,9 @@ fn skim<T>(env: RawEnvelope<'_>, envelope_offset: u64, envelope: &[u8]) -> Optio
 
 /// [`skim`] of a framed value.
 fn skim_frame<T>(frame: &Frame) -> Option<RawEvent<T>> {
+    if frame.bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
     let env = serde_json::from_slice::<RawEnvelope>(&frame.bytes).ok()?;
     skim(env, frame.offset, &frame.bytes)
 }
@@ -639,6 +666,7 @@ impl<T: Object> EventDecoder<T> {
     pub fn next_event(&mut self) -> Result<Option<WatchEvent<T>>> {
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
+            && bytes.first() == Some(&b'{')
         {
             let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<Envelope<T>>();
             if let Some(Ok(Envelope(event))) = values.next() {
@@ -662,6 +690,7 @@ impl<T: Object> EventDecoder<T> {
     pub fn next_raw(&mut self) -> Result<Option<RawEvent<T>>> {
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
+            && bytes.first() == Some(&b'{')
         {
             let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<RawEnvelope>();
             if let Some(Ok(env)) = values.next() {

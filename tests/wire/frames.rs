@@ -261,10 +261,16 @@ fn bad_frames_give_typed_errors_with_offsets_and_the_stream_goes_on() {
         matches!(results[3], Err(Error::Decode { .. })),
         "wrong field type"
     );
-    assert!(
-        matches!(results[4], Err(Error::Decode { .. })),
-        "not an object"
-    );
+    match &results[4] {
+        Err(Error::Decode {
+            offset, message, ..
+        }) => {
+            let at = body.windows(4).position(|w| w == b"\n[1]").unwrap() as u64 + 1;
+            assert_eq!(*offset, at, "offset of the array in the stream");
+            assert!(message.contains("found an array"), "{message}");
+        }
+        other => panic!("not an object: {other:?}"),
+    }
     assert!(matches!(
         results.last().unwrap(),
         Ok(WatchEvent::Deleted(_))
