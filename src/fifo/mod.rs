@@ -23,6 +23,11 @@
 //!   copy of stored objects, even while the consumer lags.
 //! - [`DeltaFifo::has_synced`] turns true once every delta of the first complete list has been popped
 //!   **and processed** (its [`Popped`] guard dropped).
+//! - **First sync:** nothing pushed after the first list's end is drained until that list is out
+//!   (synced), so the first list's keys are handed out exactly as listed: an event right behind the
+//!   list never coalesces into them, and comes after the sync as its own delta (client-go's
+//!   handlers, too, see each listed object before the events behind it). Those inputs wait in the
+//!   inbox, where the capacity bounds them.
 //! - [`Popped::caught_up_resource_version`] says when the store, once the popped deltas are applied,
 //!   is exactly the server's state at a resourceVersion (nothing else pending, no relist running);
 //!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.
@@ -264,6 +269,7 @@ impl<T: Object> DeltaFifo<T> {
             bookmark_unreported: false,
             pops_since_drain: 0,
             decode_failed_since_relist: false,
+            held: None,
         };
         (DeltaFifo { shared }, consumer)
     }
@@ -638,6 +644,8 @@ pub struct FifoConsumer<T> {
     /// A raw object failed to decode since the last relist ended: the store may have missed an
     /// event, so no pop reports a caught-up resourceVersion.
     decode_failed_since_relist: bool,
+    /// An input taken from the inbox and held back until the first list is out (see "First sync").
+    held: Option<Input<T>>,
 }
 
 /// A popped key: its one or two deltas, in order. Dropping it marks it processed (for
@@ -761,6 +769,7 @@ impl<T: Object> FifoConsumer<T> {
     fn drain(&mut self) -> usize {
         let known = &*self.shared.known;
         let mut n = 0;
+        let mut took_held = false;
         let limit = if self.pending.len() == 0 {
             DRAIN_BATCH
         } else {
@@ -769,10 +778,29 @@ impl<T: Object> FifoConsumer<T> {
         // Past the budget of undecoded bytes held pending, what the producer sends stays in the
         // inbox (and the async producer waits): see "Back-pressure".
         while n < limit && self.pending.raw_bytes() < PENDING_RAW_BYTES {
-            let Some(input) = self.shared.inbox.try_pop(Input::weight) else {
-                break;
+            let input = match self.held.take() {
+                Some(input) => {
+                    took_held = true;
+                    input
+                }
+                None => match self.shared.inbox.try_pop(Input::weight) {
+                    Some(input) => {
+                        n += 1;
+                        input
+                    }
+                    None => break,
+                },
             };
-            n += 1;
+            // First sync: the first list goes out before anything behind it comes in; a bookmark
+            // right behind it (the list's resourceVersion) only names the state it reaches.
+            if self.pending.first_list_done
+                && !self.pending.synced()
+                && self.pending.len() > 0
+                && !matches!(input, Input::Bookmark(_))
+            {
+                self.held = Some(input);
+                break;
+            }
             match input {
                 Input::Event(d) => {
                     if !d.is_tombstone() && !d.resource_version().is_empty() {
@@ -805,6 +833,8 @@ impl<T: Object> FifoConsumer<T> {
             let drained = self.shared.drained.load(Ordering::Relaxed);
             self.shared.drained.store(drained + n, Ordering::Relaxed);
             self.shared.inbox.room_made();
+        }
+        if n > 0 || took_held {
             self.publish();
         }
         n

@@ -313,10 +313,69 @@ fn an_initial_entry_cancelled_out_does_not_block_sync() {
     let (_store, fifo, mut c) = setup(&[]);
     fifo.begin_relist();
     fifo.relist_page(vec![pod("a", "1", "u1")]);
-    fifo.end_relist();
     fifo.push(deleted("a", "2")); // Added + Deleted, store lacks the key: nothing left
+    fifo.relist_page(vec![pod("b", "1", "u1")]);
+    fifo.push(deleted("b", "2"));
+    fifo.end_relist();
     assert!(c.try_pop().is_none());
     assert!(fifo.has_synced());
+}
+
+/// The first list's keys are handed out as listed: events behind the list's end wait until the
+/// list is out (synced), then come as their own deltas, in order. A bookmark right behind the
+/// list only names the state the list reaches.
+#[test]
+fn the_first_list_goes_out_before_the_events_behind_it() {
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
+    fifo.end_relist();
+    fifo.bookmark("5");
+    fifo.push(modified("a", "6"));
+    fifo.push(deleted("b", "7"));
+    fifo.push(added("c", "8"));
+    let mut seen = Vec::new();
+    while let Some(p) = c.try_pop() {
+        for d in p.deltas() {
+            store.apply(d);
+        }
+        let d = p.deltas().first().map(|d| match d {
+            Delta::Added(o) => format!("added {}@{}", o.metadata.name, o.metadata.resource_version),
+            Delta::Modified(o) => format!(
+                "modified {}@{}",
+                o.metadata.name, o.metadata.resource_version
+            ),
+            Delta::Deleted(_) => "deleted".to_owned(),
+        });
+        seen.push((
+            p.key().to_owned(),
+            d,
+            p.in_initial_list(),
+            p.caught_up_resource_version().map(str::to_owned),
+        ));
+        drop(p);
+        if seen.len() == 2 {
+            assert!(fifo.has_synced(), "the list is out");
+        }
+    }
+    let s = |k: &str, d: Option<&str>, initial: bool, rv: Option<&str>| {
+        (
+            k.to_owned(),
+            d.map(str::to_owned),
+            initial,
+            rv.map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        seen,
+        [
+            s("a", Some("added a@1"), true, None),
+            s("b", Some("added b@1"), true, Some("5")),
+            s("a", Some("modified a@6"), false, None),
+            s("b", Some("deleted"), false, None),
+            s("c", Some("added c@8"), false, Some("8")),
+        ]
+    );
 }
 
 #[test]
