@@ -3,14 +3,21 @@
 //! Every handler has its own queue and its own thread, so a slow or panicking handler delays only
 //! itself. The queue coalesces per key (informer-design §6): while a key waits, newer notifications
 //! for it merge into the waiting one, so a handler that falls behind receives fewer, newer
-//! notifications, and its queue holds at most two per key (a delete and a re-create): its memory is
-//! O(keys), whatever the event rate.
+//! notifications, and its queue holds at most two per key (a delete and a re-create, or an initial
+//! add and what came after): its memory is O(keys), whatever the event rate.
 //!
 //! | waiting \ new | Add(y)            | Update(_, y)   | Delete(d) |
 //! |---------------|-------------------|----------------|-----------|
 //! | Add(x)        | Add(y)            | Add(y)         | nothing (the handler never heard of x) |
+//! | Add(x), initial | Add(x), Update(x, y) | Add(x), Update(x, y) | Add(x), Delete(d) |
 //! | Update(o, x)  | Update(o, y)      | Update(o, y)   | Delete(d) |
 //! | Delete(d)     | Delete(d), Add(y) | Delete(d), Add(y) | Delete(d') |
+//!
+//! An initial add (an object of the list the handler starts from) is delivered as listed: what
+//! comes for its key while it waits queues behind it, coalescing there. So a handler's first
+//! notifications are exactly the list, then the changes since (as client-go delivers them), and
+//! `kwatch --until-synced` prints the list and nothing newer. One case needs three notifications (an
+//! initial add, a delete, a re-create): the re-created object then stands in for the listed one.
 
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -237,6 +244,19 @@ impl<T> Queue<T> {
         let before = entry.initial_count();
         let merged = match std::mem::replace(entry, Entry::Empty) {
             Entry::Empty => Entry::One(n),
+            // An initial add is delivered as listed; what comes after waits behind it.
+            Entry::One(Notification::Add { obj, initial: true }) => {
+                let listed = Notification::Add {
+                    obj: obj.clone(),
+                    initial: true,
+                };
+                match n {
+                    Notification::Add { obj: new, .. } | Notification::Update { new, .. } => {
+                        Entry::Two(listed, Notification::Update { old: obj, new })
+                    }
+                    Notification::Delete(d) => Entry::Two(listed, Notification::Delete(d)),
+                }
+            }
             Entry::One(waiting) => {
                 self.coalesced += 1;
                 match merge(waiting, n) {
@@ -245,13 +265,19 @@ impl<T> Queue<T> {
                     Merged::Nothing => Entry::Empty,
                 }
             }
-            Entry::Two(delete, waiting) => {
-                // `delete` stays first; the re-create absorbs the new notification.
+            Entry::Two(first, waiting) => {
+                // `first` (a delete, or an initial add) stays first; the second absorbs the new
+                // notification.
                 self.coalesced += 1;
                 match merge(waiting, n) {
-                    Merged::One(a) => Entry::Two(delete, a),
-                    Merged::Both(_, b) => Entry::Two(delete, b), // (add, delete, add): one delete is enough
-                    Merged::Nothing => Entry::One(delete),
+                    Merged::One(a) => Entry::Two(first, a),
+                    // (initial add, delete, re-create): three would be needed; the re-created
+                    // object stands in for the listed one.
+                    Merged::Both(_, Notification::Add { obj, .. }) if first.is_initial() => {
+                        Entry::One(Notification::Add { obj, initial: true })
+                    }
+                    Merged::Both(_, b) => Entry::Two(first, b), // (add, delete, add): one delete is enough
+                    Merged::Nothing => Entry::One(first),
                 }
             }
         };
@@ -518,6 +544,83 @@ mod tests {
         assert!(q.order_len() <= 130, "{} places in order", q.order_len());
         assert!(matches!(q.pop(), Some(Notification::Add { .. })));
         assert!(q.pop().is_none());
+    }
+
+    #[test]
+    fn an_initial_add_is_delivered_as_listed_and_what_came_after_behind_it() {
+        let pod = |rv: &str| {
+            let mut p = Pod::default();
+            p.metadata.resource_version = rv.into();
+            Arc::new(p)
+        };
+        let rv = |n: &Notification<Pod>| match n {
+            Notification::Add { obj, initial } => {
+                format!("add {} {initial}", obj.metadata.resource_version)
+            }
+            Notification::Update { old, new } => format!(
+                "update {} {}",
+                old.metadata.resource_version, new.metadata.resource_version
+            ),
+            Notification::Delete(_) => "delete".to_owned(),
+        };
+        let mut q = Queue::<Pod>::new();
+        q.push(
+            "a",
+            Notification::Add {
+                obj: pod("1"),
+                initial: true,
+            },
+        );
+        q.push(
+            "a",
+            Notification::Update {
+                old: pod("1"),
+                new: pod("2"),
+            },
+        );
+        q.push(
+            "a",
+            Notification::Update {
+                old: pod("2"),
+                new: pod("3"),
+            },
+        );
+        q.push(
+            "b",
+            Notification::Add {
+                obj: pod("1"),
+                initial: true,
+            },
+        );
+        q.push("b", Notification::Delete(DeletedObject::Final(pod("4"))));
+        // (initial add, delete, re-create): the re-created object stands in for the listed one.
+        q.push(
+            "c",
+            Notification::Add {
+                obj: pod("1"),
+                initial: true,
+            },
+        );
+        q.push("c", Notification::Delete(DeletedObject::Final(pod("5"))));
+        q.push(
+            "c",
+            Notification::Add {
+                obj: pod("6"),
+                initial: false,
+            },
+        );
+        assert_eq!(q.initial_outstanding, 3);
+        let got: Vec<String> = std::iter::from_fn(|| q.pop()).map(|n| rv(&n)).collect();
+        assert_eq!(
+            got,
+            [
+                "add 1 true",
+                "update 1 3",
+                "add 1 true",
+                "delete",
+                "add 6 true"
+            ]
+        );
     }
 
     #[test]
