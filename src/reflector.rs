@@ -144,7 +144,7 @@ pub(crate) struct Backoff {
     options: BackoffOptions,
     current: Duration,
     last_reset: Instant,
-    rng: fastrand::Rng,
+    rng: crate::rng::Rng,
 }
 
 impl Backoff {
@@ -154,7 +154,7 @@ impl Backoff {
             current: options.initial,
             options,
             last_reset: Instant::now(),
-            rng: fastrand::Rng::with_seed(seed),
+            rng: crate::rng::Rng::with_seed(seed),
         }
     }
 
@@ -276,7 +276,7 @@ pub struct Reflector<T> {
     transform: Option<Transform<T>>,
     health: Arc<Mutex<Health>>,
     backoff: Backoff,
-    rng: fastrand::Rng,
+    rng: crate::rng::Rng,
     /// The resourceVersion to resume from (client-go's `lastSyncResourceVersion`).
     last_rv: String,
     /// `last_rv` is known to be gone: the next list is a consistent read.
@@ -298,10 +298,10 @@ pub struct Reflector<T> {
 impl<T: Object + Clone> Reflector<T> {
     /// A reflector for `api` (its resource and namespace) feeding `fifo`.
     pub fn new(api: Api<T>, fifo: DeltaFifo<T>, options: ReflectorOptions) -> Reflector<T> {
-        let seed = fastrand::u64(..);
+        let seed = crate::rng::Rng::new().u64();
         Reflector {
             backoff: Backoff::new(options.backoff.clone(), seed),
-            rng: fastrand::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15),
+            rng: crate::rng::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15),
             api,
             fifo,
             options,
