@@ -39,8 +39,11 @@
 //! retried after a backoff *from the same version* instead of relisting, since the version is still
 //! good (a 410 would say otherwise); and the streaming-list fallback is remembered.
 
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures_util::future::{Either, select};
 
 use crate::Object;
 use crate::client::{Api, ListParams, VersionMatch, WatchParams};
@@ -381,10 +384,15 @@ impl<T: Object + Clone> Reflector<T> {
                     .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
                 // The fifo decodes events later, when their key is handed out: a failure there
                 // means the store missed an event, and the relist must not wait for the next one.
-                let next = tokio::select! {
-                    biased;
-                    () = self.fifo.decode_failed() => None,
-                    next = tokio::time::timeout(idle, stream.next_raw()) => Some(next),
+                // `select` polls its first future first: a decode failure wins over an event
+                // that is ready at the same time.
+                let next = {
+                    let decode_failed = pin!(self.fifo.decode_failed());
+                    let event = pin!(tokio::time::timeout(idle, stream.next_raw()));
+                    match select(decode_failed, event).await {
+                        Either::Left(((), _)) => None,
+                        Either::Right((next, _)) => Some(next),
+                    }
                 };
                 let Some(next) = next else {
                     return match self.fifo.take_decode_error() {
