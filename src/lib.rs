@@ -36,6 +36,7 @@ pub mod informer;
 pub mod model;
 mod private_file;
 pub mod reflector;
+mod rng;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;

@@ -39,8 +39,11 @@
 //! retried after a backoff *from the same version* instead of relisting, since the version is still
 //! good (a 410 would say otherwise); and the streaming-list fallback is remembered.
 
+use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use futures_util::future::{Either, select};
 
 use crate::Object;
 use crate::client::{Api, ListParams, VersionMatch, WatchParams};
@@ -144,7 +147,7 @@ pub(crate) struct Backoff {
     options: BackoffOptions,
     current: Duration,
     last_reset: Instant,
-    rng: fastrand::Rng,
+    rng: crate::rng::Rng,
 }
 
 impl Backoff {
@@ -154,7 +157,7 @@ impl Backoff {
             current: options.initial,
             options,
             last_reset: Instant::now(),
-            rng: fastrand::Rng::with_seed(seed),
+            rng: crate::rng::Rng::with_seed(seed),
         }
     }
 
@@ -276,7 +279,7 @@ pub struct Reflector<T> {
     transform: Option<Transform<T>>,
     health: Arc<Mutex<Health>>,
     backoff: Backoff,
-    rng: fastrand::Rng,
+    rng: crate::rng::Rng,
     /// The resourceVersion to resume from (client-go's `lastSyncResourceVersion`).
     last_rv: String,
     /// `last_rv` is known to be gone: the next list is a consistent read.
@@ -298,10 +301,10 @@ pub struct Reflector<T> {
 impl<T: Object + Clone> Reflector<T> {
     /// A reflector for `api` (its resource and namespace) feeding `fifo`.
     pub fn new(api: Api<T>, fifo: DeltaFifo<T>, options: ReflectorOptions) -> Reflector<T> {
-        let seed = fastrand::u64(..);
+        let seed = crate::rng::Rng::new().u64();
         Reflector {
             backoff: Backoff::new(options.backoff.clone(), seed),
-            rng: fastrand::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15),
+            rng: crate::rng::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15),
             api,
             fifo,
             options,
@@ -381,10 +384,15 @@ impl<T: Object + Clone> Reflector<T> {
                     .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
                 // The fifo decodes events later, when their key is handed out: a failure there
                 // means the store missed an event, and the relist must not wait for the next one.
-                let next = tokio::select! {
-                    biased;
-                    () = self.fifo.decode_failed() => None,
-                    next = tokio::time::timeout(idle, stream.next_raw()) => Some(next),
+                // `select` polls its first future first: a decode failure wins over an event
+                // that is ready at the same time.
+                let next = {
+                    let decode_failed = pin!(self.fifo.decode_failed());
+                    let event = pin!(tokio::time::timeout(idle, stream.next_raw()));
+                    match select(decode_failed, event).await {
+                        Either::Left(((), _)) => None,
+                        Either::Right((next, _)) => Some(next),
+                    }
                 };
                 let Some(next) = next else {
                     return match self.fifo.take_decode_error() {

@@ -2,6 +2,8 @@
 //! `application/x-www-form-urlencoded` escaping, empty values omitted (so RV `""` sends no
 //! `resourceVersion` key at all, which the apiserver reads as "a consistent read").
 
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
 /// How the server interprets `resourceVersion` on a LIST (or a streaming-list WATCH).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VersionMatch {
@@ -182,28 +184,46 @@ impl WatchParams {
     }
 }
 
-/// Keys must be pushed in sorted order (as Go's `url.Values.Encode` writes them).
-struct Query(form_urlencoded::Serializer<'static, String>);
+/// What `application/x-www-form-urlencoded` leaves as it is: ASCII letters, digits and `*-._`;
+/// a space becomes `+` (see [`form_encode`]), every other byte `%XX`.
+const FORM: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'*')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_');
 
-impl Default for Query {
-    fn default() -> Self {
-        Query(form_urlencoded::Serializer::new(String::new()))
+/// `s` encoded for a query string as HTML forms (and the WHATWG URL standard) encode it.
+fn form_encode(s: &str, out: &mut String) {
+    for (i, part) in s.split(' ').enumerate() {
+        if i > 0 {
+            out.push('+');
+        }
+        out.extend(utf8_percent_encode(part, FORM));
     }
 }
+
+/// Keys must be pushed in sorted order (as Go's `url.Values.Encode` writes them).
+#[derive(Default)]
+struct Query(String);
 
 impl Query {
     fn push(&mut self, key: &str, value: Option<&str>) {
         if let Some(v) = value.filter(|v| !v.is_empty()) {
-            self.0.append_pair(key, v);
+            if !self.0.is_empty() {
+                self.0.push('&');
+            }
+            form_encode(key, &mut self.0);
+            self.0.push('=');
+            form_encode(v, &mut self.0);
         }
     }
     fn push_num(&mut self, key: &str, value: Option<u32>) {
         if let Some(v) = value {
-            self.0.append_pair(key, &v.to_string());
+            self.push(key, Some(&v.to_string()));
         }
     }
-    fn finish(mut self) -> String {
-        self.0.finish()
+    fn finish(self) -> String {
+        self.0
     }
 }
 
@@ -279,13 +299,12 @@ pub fn validate_name(name: &str) -> Result<(), String> {
 /// assert_eq!(informer::client::encode_path_segment("a?x=1 #b"), "a%3Fx%3D1%20%23b");
 /// ```
 pub fn encode_path_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for &b in segment.as_bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b':' | b'@') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    const KEEP: &AsciiSet = &NON_ALPHANUMERIC
+        .remove(b'-')
+        .remove(b'.')
+        .remove(b'_')
+        .remove(b'~')
+        .remove(b':')
+        .remove(b'@');
+    utf8_percent_encode(segment, KEEP).to_string()
 }

@@ -1,7 +1,7 @@
 //! Exec credential plugins (`users[].user.exec`): client-go's `client.authentication.k8s.io/v1`
 //! and `v1beta1` `ExecCredential` protocol.
 //!
-//! The plugin is run with `tokio::process`, with the configured `args` and `env` and
+//! The plugin is run with `std::process` (its pipes read on threads of their own), with the configured `args` and `env` and
 //! `KUBERNETES_EXEC_INFO` set to an `ExecCredential` request (its `spec.cluster` filled when
 //! `provideClusterInfo` is true). It prints an `ExecCredential` whose `status` holds a bearer
 //! `token` and/or a `clientCertificateData`/`clientKeyData` pair, and optionally an
@@ -297,7 +297,7 @@ impl ExecCredentialProvider {
 
     async fn run(&self) -> Result<ExecCredential> {
         let interactive = self.exec.interactive_mode.unwrap_or_default() == InteractiveMode::Always;
-        let mut command = tokio::process::Command::new(&self.exec.command);
+        let mut command = std::process::Command::new(&self.exec.command);
         command
             .args(&self.exec.args)
             .envs(self.exec.env.iter().map(|v| (&v.name, v.value.expose())))
@@ -312,9 +312,8 @@ impl ExecCredentialProvider {
                 Stdio::inherit()
             } else {
                 Stdio::piped()
-            })
-            .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| {
+            });
+        let mut child = KillOnDrop(Some(command.spawn().map_err(|e| {
             let hint = match &self.exec.install_hint {
                 Some(h) if !h.trim().is_empty() => h.trim().to_owned(),
                 _ => "the kubeconfig gives no installHint".to_owned(),
@@ -323,20 +322,24 @@ impl ExecCredentialProvider {
                 "{} could not be started: {e}. {hint}",
                 self.describe()
             ))
-        })?;
-        let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take();
+        })?));
+        let stdout = child.child().stdout.take().expect("stdout is piped");
+        let stderr = child.child().stderr.take();
         let outcome = tokio::time::timeout(self.timeout, async {
-            // Both pipes at once: a plugin blocked writing to a full stderr pipe never exits.
-            let (stdout, stderr) = tokio::join!(read_capped(stdout), read_tail(stderr));
-            let stdout = stdout?;
+            // Both pipes at once, each on a thread of its own: a plugin blocked writing to a full
+            // stderr pipe never exits.
+            let stdout = on_thread(move || read_capped(stdout))?;
+            let stderr = on_thread(move || read_tail(stderr))?;
+            // stdout ends when the plugin exits (or closes it), or at the cap.
+            let stdout = stdout.await.map_err(std::io::Error::other)??;
             let status = child.wait().await?;
+            let stderr = stderr.await.unwrap_or_default();
             std::io::Result::Ok((stdout, stderr, status))
         })
         .await;
+        // Past here the plugin has exited, or fails the run and is killed when `child` drops.
         let (stdout, stderr, status) = match outcome {
             Err(_) => {
-                let _ = child.kill().await;
                 return Err(Error::Config(format!(
                     "{} did not finish within {} s and was killed",
                     self.describe(),
@@ -344,7 +347,6 @@ impl ExecCredentialProvider {
                 )));
             }
             Ok(Err(e)) => {
-                let _ = child.kill().await;
                 return Err(Error::Config(format!("{}: {e}", self.describe())));
             }
             Ok(Ok(done)) => done,
@@ -451,16 +453,68 @@ impl TokenProvider for ExecCredentialProvider {
     }
 }
 
-/// The last [`STDERR_EXCERPT`] bytes of `stderr`, trimmed, as one printable line.
+/// A running plugin, killed (and reaped on a thread of its own) if it is dropped before it has
+/// exited: on a timeout, an error, or when the caller stops waiting for the credential.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl KillOnDrop {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.0.as_mut().expect("taken only when dropped")
+    }
+
+    /// Waits for the plugin to exit without blocking the runtime: `std`'s `wait` cannot be
+    /// interrupted to kill the plugin, so this polls `try_wait`, at first often (a plugin that has
+    /// closed stdout is usually exiting), then every 20 ms.
+    async fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if let Some(status) = self.child().try_wait()? {
+                return Ok(status);
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        if let Ok(None) = child.try_wait() {
+            let _ = child.kill();
+            // Reaped off the runtime: `wait` blocks until the kill has taken effect.
+            let _ = std::thread::Builder::new()
+                .name("exec-plugin-reaper".into())
+                .spawn(move || {
+                    let _ = child.wait();
+                });
+        }
+    }
+}
+
+/// Runs `read` on a thread of its own; its result arrives through the receiver.
+fn on_thread<T: Send + 'static>(
+    read: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<T>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("exec-plugin-pipe".into())
+        .spawn(move || {
+            let _ = tx.send(read());
+        })?;
+    Ok(rx)
+}
+
 /// Everything the plugin prints on stdout, or an error once it passes [`MAX_PLUGIN_OUTPUT`].
-async fn read_capped(mut stdout: tokio::process::ChildStdout) -> std::io::Result<Vec<u8>> {
-    use tokio::io::AsyncReadExt;
+fn read_capped(stdout: std::process::ChildStdout) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
     let mut out = Vec::new();
     // One byte more than allowed tells "exactly the limit" from "more".
-    let read = (&mut stdout)
+    let read = stdout
         .take(MAX_PLUGIN_OUTPUT as u64 + 1)
-        .read_to_end(&mut out)
-        .await?;
+        .read_to_end(&mut out)?;
     if read > MAX_PLUGIN_OUTPUT {
         return Err(std::io::Error::other(format!(
             "it printed more than {MAX_PLUGIN_OUTPUT} bytes on stdout; killed"
@@ -471,16 +525,18 @@ async fn read_capped(mut stdout: tokio::process::ChildStdout) -> std::io::Result
 
 /// The last bytes of the plugin's stderr (at most twice [`STDERR_EXCERPT`] held at any time);
 /// nothing when stderr is not piped or cannot be read.
-async fn read_tail(stderr: Option<tokio::process::ChildStderr>) -> Vec<u8> {
-    use tokio::io::AsyncReadExt;
+fn read_tail(stderr: Option<std::process::ChildStderr>) -> Vec<u8> {
+    use std::io::Read;
     let Some(mut stderr) = stderr else {
         return Vec::new();
     };
     let mut tail = Vec::with_capacity(2 * STDERR_EXCERPT);
     let mut buf = [0u8; 4096];
     loop {
-        match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => return tail,
+        match stderr.read(&mut buf) {
+            Ok(0) => return tail,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return tail,
             Ok(n) => {
                 tail.extend_from_slice(&buf[..n]);
                 if tail.len() > 2 * STDERR_EXCERPT {
@@ -491,6 +547,7 @@ async fn read_tail(stderr: Option<tokio::process::ChildStderr>) -> Vec<u8> {
     }
 }
 
+/// The last [`STDERR_EXCERPT`] bytes of `stderr`, trimmed, as one printable line.
 fn stderr_excerpt(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(STDERR_EXCERPT);
     let text = String::from_utf8_lossy(&stderr[start..]);

@@ -1,10 +1,13 @@
 //! Kubeconfig files: parsing, merging the way kubectl does, and turning one context into a
 //! [`Config`].
 //!
-//! * Parsing uses `serde-saphyr` (pure Rust, no `unsafe` C port, panic-free by design). Unknown
-//!   keys are ignored; Go's `null` for an empty list is accepted. A syntax or type error is an
-//!   [`Error::Config`] naming the file, line and column, with quoted values removed from the
-//!   message so a token in a mistyped field cannot leak into a log.
+//! * Parsing uses `serde-saphyr` (pure Rust, no `unsafe` C port, panic-free by design) with the
+//!   `yaml` feature (on by default); without it, `serde_json` reads JSON kubeconfigs (YAML's subset,
+//!   which kubectl reads too) into the same structures, and a YAML file is an [`Error::Config`]
+//!   saying to enable the feature. Everything after parsing is the same. Unknown keys are ignored;
+//!   Go's `null` for an empty list is accepted. A syntax or type error is an [`Error::Config`]
+//!   naming the file, line and column, with quoted values removed from the message so a token in
+//!   a mistyped field cannot leak into a log.
 //! * [`Kubeconfig::read`] resolves relative `certificate-authority`, `client-certificate`,
 //!   `client-key`, `tokenFile` and exec `command` (when it contains a `/`) against the file's
 //!   folder, so merged files keep their meaning.
@@ -265,14 +268,19 @@ pub struct KubeconfigOptions {
 }
 
 impl Kubeconfig {
-    /// Parses kubeconfig YAML. Paths in it are kept as written.
+    /// Parses a kubeconfig. Paths in it are kept as written. Without the `yaml` feature (on by
+    /// default) only JSON kubeconfigs are read (YAML is a superset of JSON; kubectl reads both), and
+    /// YAML is an [`Error::Config`] saying to enable the feature.
     ///
     /// ```
     /// let err = informer::config::Kubeconfig::from_yaml("clusters: [\n").unwrap_err();
     /// assert!(err.to_string().contains("line"));
+    /// let json = r#"{"clusters": [{"name": "c", "cluster": {"server": "https://k:6443"}}]}"#;
+    /// assert_eq!(informer::config::Kubeconfig::from_yaml(json)?.clusters[0].name, "c");
+    /// # Ok::<(), informer::Error>(())
     /// ```
     pub fn from_yaml(text: &str) -> Result<Kubeconfig> {
-        parse_yaml(text, "kubeconfig")
+        parse_document(text, "kubeconfig")
     }
 
     /// Reads and parses one file, resolving relative paths against its folder. A UTF-8 byte-order
@@ -290,7 +298,7 @@ impl Kubeconfig {
             Error::Config(format!("kubeconfig {}: not UTF-8 ({e})", path.display()))
         })?;
         let mut kubeconfig: Kubeconfig =
-            parse_yaml(text, &format!("kubeconfig {}", path.display()))?;
+            parse_document(text, &format!("kubeconfig {}", path.display()))?;
         if let Some(dir) = path.parent() {
             kubeconfig.resolve_relative_paths(dir);
         }
@@ -390,9 +398,18 @@ pub fn kubeconfig_paths(kubeconfig_env: Option<&OsStr>, home: Option<&Path>) -> 
         .unwrap_or_default()
 }
 
-/// Parses YAML into `T`; errors carry `what` (e.g. the file), the line and column, and no quoted
-/// values from the input.
-pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
+/// Parses a kubeconfig document into `T`: YAML with the `yaml` feature, JSON (YAML's subset,
+/// which kubectl reads too) without it. Errors carry `what` (e.g. the file), the line and column,
+/// and no quoted values from the input.
+fn parse_document<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
+    #[cfg(feature = "yaml")]
+    return parse_yaml(text, what);
+    #[cfg(not(feature = "yaml"))]
+    return parse_json(text, what);
+}
+
+#[cfg(feature = "yaml")]
+fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
     serde_saphyr::from_str(text).map_err(|e| {
         let plain = redact_quoted(&e.without_snippet().to_string());
         match e.location() {
@@ -407,6 +424,38 @@ pub(crate) fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str, what: &str)
             }
             None => Error::Config(format!("{what}: {plain}")),
         }
+    })
+}
+
+/// JSON only (the `yaml` feature is off). An empty file is an empty kubeconfig, as in YAML; a
+/// document that is not JSON is an error saying to enable the `yaml` feature.
+#[cfg(not(feature = "yaml"))]
+fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T> {
+    let first = text.trim_start().chars().next();
+    if first.is_none() {
+        return serde_json::from_str("{}").map_err(|e| Error::Config(format!("{what}: {e}")));
+    }
+    if first != Some('{') {
+        return Err(Error::Config(format!(
+            "{what}: not JSON; YAML kubeconfigs need informer's `yaml` feature (on by default), \
+             or convert the file to JSON"
+        )));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        let plain = redact_quoted(&e.to_string());
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let plain = plain.strip_suffix(&suffix).unwrap_or(&plain);
+        let hint = match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                " (YAML kubeconfigs need informer's `yaml` feature)"
+            }
+            _ => "",
+        };
+        Error::Config(format!(
+            "{what}: line {} column {}: {plain}{hint}",
+            e.line(),
+            e.column()
+        ))
     })
 }
 

@@ -6,9 +6,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{BuildHasher, RandomState};
+use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
+use futures_util::future::{Either, select};
 use hashbrown::HashTable;
 use tokio::sync::{Notify, watch};
 
@@ -616,9 +618,9 @@ impl Cache {
                     notified.await;
                 }
             };
-            tokio::select! {
-                _ = w.synced() => {}
-                _ = evicted => return,
+            let (synced, evicted) = (pin!(w.synced()), pin!(evicted));
+            if let Either::Right(_) = select(synced, evicted).await {
+                return;
             }
             let Some(cache) = me.upgrade() else { return };
             // Before the full computation: events handled from now on recompute themselves, and

@@ -13,7 +13,7 @@
 //! - like the controller, a slice write that adds endpoints happens before the write that removes
 //!   them elsewhere, so an endpoint moving between slices is briefly in both.
 //!
-//! All choices come from `fastrand::Rng::with_seed(seed)`: the same config gives the same
+//! All choices come from a generator seeded with `seed`: the same config gives the same
 //! sequence of writes (names, IPs, order), so tests can `step()` deterministically.
 //!
 //! ```no_run
@@ -155,22 +155,22 @@ pub struct Churn {
     api: SimHandle,
     w: Writer,
     cfg: ChurnConfig,
-    rng: fastrand::Rng,
+    rng: crate::rng::Rng,
     svcs: Vec<SvcState>,
     next_ip: u32,
     steps: u64,
 }
 
-fn rand_suffix(rng: &mut fastrand::Rng, n: usize) -> String {
+fn rand_suffix(rng: &mut crate::rng::Rng, n: usize) -> String {
     (0..n)
-        .map(|_| b"bcdfghjklmnpqrstvwxz2456789"[rng.usize(..27)] as char)
+        .map(|_| b"bcdfghjklmnpqrstvwxz2456789"[rng.index(27)] as char)
         .collect()
 }
 
 impl Churn {
     /// Creates the initial Services, Pods, Endpoints and EndpointSlices.
     pub fn new(api: SimHandle, cfg: ChurnConfig) -> Result<Churn, ApiError> {
-        let rng = fastrand::Rng::with_seed(cfg.seed);
+        let rng = crate::rng::Rng::with_seed(cfg.seed);
         let store = api.store.clone();
         let w = Writer {
             pods: store.resolve("pods")?,
@@ -240,10 +240,10 @@ impl Churn {
         if self.svcs.is_empty() {
             return Ok(Action::ReadinessFlip);
         }
-        let s = self.rng.usize(..self.svcs.len());
+        let s = self.rng.index(self.svcs.len());
         let n = self.svcs[s].pods.len();
         let target = self.cfg.pods_per_service.max(1);
-        let roll = self.rng.u32(..100);
+        let roll = self.rng.below(100);
         let action = match roll {
             _ if n == 0 => Action::ScaleUp,
             0..=19 if n < target * 2 => Action::ScaleUp,
@@ -255,7 +255,7 @@ impl Churn {
         };
         match action {
             Action::ScaleUp => {
-                let k = 1 + self.rng.usize(..(target / 4).max(1));
+                let k = 1 + self.rng.index((target / 4).max(1));
                 for _ in 0..k {
                     self.add_pod(s, false)?;
                 }
@@ -273,7 +273,7 @@ impl Churn {
                 self.reconcile(s)?;
             }
             Action::ScaleDown => {
-                let k = 1 + self.rng.usize(..(n / 4).max(1));
+                let k = 1 + self.rng.index((n / 4).max(1));
                 self.terminate_pods(s, k)?;
             }
             Action::RollingUpdate => {
@@ -303,7 +303,7 @@ impl Churn {
                     .filter(|i| !self.svcs[s].pods[*i].terminating)
                     .collect();
                 if !live.is_empty() {
-                    let i = live[self.rng.usize(..live.len())];
+                    let i = live[self.rng.index(live.len())];
                     let ready = !self.svcs[s].pods[i].ready;
                     self.set_ready(s, i, ready)?;
                     self.reconcile(s)?;
@@ -393,7 +393,7 @@ impl Churn {
             rand_suffix(&mut self.rng, 5)
         );
         let ip = self.alloc_ip();
-        let node = self.rng.usize(..self.cfg.nodes.max(1));
+        let node = self.rng.index(self.cfg.nodes.max(1));
         let mut p = PodState {
             name,
             uid: String::new(),
@@ -426,7 +426,7 @@ impl Churn {
             if live.is_empty() {
                 break;
             }
-            let i = live[self.rng.usize(..live.len())];
+            let i = live[self.rng.index(live.len())];
             self.terminate_at(s, i)?;
         }
         Ok(())

@@ -2,7 +2,7 @@
 //!
 //! Faults are read when a response or a watch stream *starts* (chunking, drop points, delay) or
 //! act on open watches at once (410 injection, close-all, stall). Every random choice is drawn
-//! from `fastrand::Rng::with_seed(seed + n)`, where `n` counts responses since the seed was set, so
+//! from a generator seeded with `seed + n`, where `n` counts responses since the seed was set, so
 //! the same seed and the same request sequence give the same bytes on the wire.
 
 use std::collections::VecDeque;
@@ -71,16 +71,18 @@ pub(crate) struct Plan {
     pub drop_bytes: Option<u64>,
     pub drop_events: Option<u64>,
     pub event_delay: Option<Duration>,
-    pub rng: fastrand::Rng,
+    pub rng: crate::rng::Rng,
 }
 
 impl Plan {
     /// Splits `b` per the chunking fault.
     pub fn split(&mut self, b: Bytes) -> Vec<Bytes> {
-        let size = |rng: &mut fastrand::Rng| match self.chunking {
+        let size = |rng: &mut crate::rng::Rng| match self.chunking {
             Chunking::Off => usize::MAX,
             Chunking::Fixed(n) => n.max(1),
-            Chunking::Random(lo, hi) => rng.usize(lo.max(1)..=hi.max(lo.max(1))),
+            Chunking::Random(lo, hi) => {
+                rng.between(lo.max(1) as u64, hi.max(lo.max(1)) as u64) as usize
+            }
         };
         if matches!(self.chunking, Chunking::Off) {
             return vec![b];
@@ -317,12 +319,12 @@ impl Faults {
         let c = *self.state.config.lock().unwrap_or_else(|e| e.into_inner());
         // SeqCst: see `seed`; fetch_add gives each response a unique number.
         let n = self.state.responses.fetch_add(1, Ordering::SeqCst);
-        let mut rng = fastrand::Rng::with_seed(c.seed.wrapping_add(n));
+        let mut rng = crate::rng::Rng::with_seed(c.seed.wrapping_add(n));
         let (mut drop_bytes, mut drop_events) = (None, None);
         match c.drop_after {
             Some(DropAfter::Bytes(b)) => drop_bytes = Some(b),
             Some(DropAfter::Events(e)) => drop_events = Some(e),
-            Some(DropAfter::RandomBytes(lo, hi)) => drop_bytes = Some(rng.u64(lo..=hi)),
+            Some(DropAfter::RandomBytes(lo, hi)) => drop_bytes = Some(rng.between(lo, hi)),
             None => {}
         }
         Plan {

@@ -337,33 +337,41 @@ impl Simulator {
         self.tls.as_ref().and_then(|t| t.issue_client_cert(cn).ok())
     }
 
-    /// A kubeconfig (YAML) for this simulator: its URL, the CA (when TLS is on, as
+    /// A kubeconfig for this simulator: its URL, the CA (when TLS is on, as
     /// `certificate-authority-data`) and the bearer token (when one is set), context `sim`,
-    /// namespace `default`. Write it to a file and point kubectl or a client at it.
+    /// namespace `default`. Write it to a file and point kubectl or a client at it. It is JSON
+    /// (which kubectl reads as it reads YAML), so it loads without informer's `yaml` feature too.
     ///
     /// ```no_run
     /// # async fn demo() -> std::io::Result<()> {
     /// let sim = informer::sim::Simulator::builder().tls(true).token("t").start().await?;
-    /// let yaml = sim.kubeconfig(); // or sim.write_kubeconfig(path): a private file
+    /// let json = sim.kubeconfig(); // or sim.write_kubeconfig(path): a private file
     /// // kubectl --kubeconfig /tmp/sim.kubeconfig get pods
     /// # Ok(()) }
     /// ```
     pub fn kubeconfig(&self) -> String {
         use base64::Engine;
-        let mut cluster = format!("    server: {}\n", self.url);
+        let mut cluster = serde_json::json!({ "server": self.url.clone() });
         if let Some(ca) = self.ca_pem() {
             let b64 = base64::engine::general_purpose::STANDARD.encode(ca);
-            cluster.push_str(&format!("    certificate-authority-data: {b64}\n"));
+            cluster["certificate-authority-data"] = b64.into();
         }
-        let user = match &self.shared.cfg.token {
-            Some(t) => format!("    token: {}\n", serde_json::Value::String(t.clone())),
-            None => "    {}\n".to_string(),
-        };
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n{cluster}users:\n- name: sim\n  user:\n{user}\
-             contexts:\n- name: sim\n  context:\n    cluster: sim\n    user: sim\n    namespace: default\n\
-             current-context: sim\n"
-        )
+        let mut user = serde_json::json!({});
+        if let Some(t) = &self.shared.cfg.token {
+            user["token"] = t.clone().into();
+        }
+        let kubeconfig = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{ "name": "sim", "cluster": cluster }],
+            "users": [{ "name": "sim", "user": user }],
+            "contexts": [{
+                "name": "sim",
+                "context": { "cluster": "sim", "user": "sim", "namespace": "default" },
+            }],
+            "current-context": "sim",
+        });
+        format!("{kubeconfig:#}\n")
     }
 
     /// Writes [`kubeconfig`](Self::kubeconfig) to `path` (it holds the token): a new file only the

@@ -218,10 +218,19 @@ async fn route(
         None => {}
     }
     let path = req.uri().path().to_string();
-    let query: HashMap<String, String> =
-        form_urlencoded::parse(req.uri().query().unwrap_or("").as_bytes())
-            .into_owned()
-            .collect();
+    // As `application/x-www-form-urlencoded` parsing does: empty pairs skipped, a pair without
+    // `=` has an empty value, a repeated key keeps its last value.
+    let query: HashMap<String, String> = req
+        .uri()
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (form_decode(k), form_decode(v))
+        })
+        .collect();
     let segs: Vec<&str> = path
         .trim_matches('/')
         .split('/')
@@ -785,6 +794,15 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
     Ok(base_response(200)
         .body(body)
         .unwrap_or_else(|_| Response::new(SimBody::empty())))
+}
+
+/// Decodes one key or value of a query string as `application/x-www-form-urlencoded` does: `+` is
+/// a space, `%XX` a byte (invalid escapes stay as written), invalid UTF-8 becomes U+FFFD.
+fn form_decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

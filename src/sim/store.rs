@@ -256,7 +256,7 @@ struct Inner {
     objects: Vec<BTreeMap<String, Entry>>,
     history: VecDeque<Arc<Event>>,
     limits: HistoryLimits,
-    rng: fastrand::Rng,
+    rng: crate::rng::Rng,
 }
 
 /// The store shared by the HTTP server and the programmatic API.
@@ -278,15 +278,15 @@ pub(crate) fn now_rfc3339() -> String {
     crate::model::time::format_rfc3339(SystemTime::now())
 }
 
-fn uuid(rng: &mut fastrand::Rng) -> String {
-    let a = rng.u128(..);
+fn uuid(rng: &mut crate::rng::Rng) -> String {
+    let a = rng.u128();
     let h = format!("{a:032x}");
     format!(
         "{}-{}-4{}-{}{}-{}",
         &h[0..8],
         &h[8..12],
         &h[13..16],
-        ["8", "9", "a", "b"][rng.usize(..4)],
+        ["8", "9", "a", "b"][rng.index(4)],
         &h[17..20],
         &h[20..32]
     )
@@ -439,7 +439,7 @@ impl Store {
                 objects,
                 history: VecDeque::new(),
                 limits,
-                rng: seed.map(fastrand::Rng::with_seed).unwrap_or_default(),
+                rng: seed.map(crate::rng::Rng::with_seed).unwrap_or_default(),
             }),
             events,
             rv_tx,
@@ -589,7 +589,7 @@ impl Store {
             let gen_name = gen_name.to_string();
             loop {
                 let suffix: String = (0..5)
-                    .map(|_| b"bcdfghjklmnpqrstvwxz2456789"[g.rng.usize(..27)] as char)
+                    .map(|_| b"bcdfghjklmnpqrstvwxz2456789"[g.rng.index(27)] as char)
                     .collect();
                 name = format!("{gen_name}{suffix}");
                 if !g.objects[idx].contains_key(&key(ns.as_deref(), &name)) {
@@ -974,7 +974,7 @@ mod tests {
 
     #[test]
     fn uuid_shape() {
-        let u = uuid(&mut fastrand::Rng::with_seed(1));
+        let u = uuid(&mut crate::rng::Rng::with_seed(1));
         assert_eq!(u.len(), 36);
         assert_eq!(u.as_bytes()[14], b'4');
     }

@@ -14,11 +14,12 @@
 //! informer event handler mapping an object to its `namespace/name`) feeds the workers by calling
 //! [`WorkQueue::add`].
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::hash::Hash;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
@@ -240,31 +241,50 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkerPool<K> {
         // runtime without the time driver is enough).
         let mut grace: Option<Pin<Box<tokio::time::Sleep>>> = None;
         let mut panic = None;
+        enum Next {
+            Shutdown,
+            GraceOver,
+            Joined(Option<Result<(), tokio::task::JoinError>>),
+        }
         loop {
-            tokio::select! {
-                () = &mut shutdown, if !shutdown_requested => {
+            // The first of: the shutdown signal (until it has come), the grace period (while
+            // armed), a worker ending.
+            let next = poll_fn(|cx| {
+                if !shutdown_requested && shutdown.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Next::Shutdown);
+                }
+                if let Some(g) = grace.as_mut() {
+                    if g.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Next::GraceOver);
+                    }
+                }
+                workers.poll_join_next(cx).map(Next::Joined)
+            })
+            .await;
+            match next {
+                Next::Shutdown => {
                     shutdown_requested = true;
                     // Workers drain the queue and exit; waiting for all of them below is a
                     // stronger guarantee than `shut_down_with_drain` (in-flight set empty once).
                     self.queue.shut_down();
-                    grace = self.shutdown_grace.map(|limit| Box::pin(tokio::time::sleep(limit)));
+                    grace = self
+                        .shutdown_grace
+                        .map(|limit| Box::pin(tokio::time::sleep(limit)));
                 }
-                () = async { grace.as_mut().expect("guarded").await }, if grace.is_some() => {
+                Next::GraceOver => {
                     grace = None;
                     // Cancelled workers drop their reconcile future, whose `DoneOnDrop` marks
                     // the key done; keys still queued stay in the (shut down) queue.
                     workers.abort_all();
                 }
-                joined = workers.join_next() => match joined {
-                    None => break,
-                    Some(Ok(())) => {}
-                    Some(Err(error)) => {
-                        self.queue.shut_down();
-                        if error.is_panic() && panic.is_none() {
-                            panic = Some(error.into_panic());
-                        }
+                Next::Joined(None) => break,
+                Next::Joined(Some(Ok(()))) => {}
+                Next::Joined(Some(Err(error))) => {
+                    self.queue.shut_down();
+                    if error.is_panic() && panic.is_none() {
+                        panic = Some(error.into_panic());
                     }
-                },
+                }
             }
         }
         if let Some(payload) = panic {

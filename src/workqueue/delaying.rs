@@ -23,8 +23,10 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::hash::Hash;
+use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use futures_util::future::select;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -185,10 +187,8 @@ impl<K: Clone + Eq + Hash> DelayedAdds<K> {
             }
             match next_deadline {
                 Some(deadline) => {
-                    tokio::select! {
-                        () = tokio::time::sleep_until(deadline) => {}
-                        () = self.wake.notified() => {}
-                    }
+                    let sleep = pin!(tokio::time::sleep_until(deadline));
+                    let _ = select(sleep, pin!(self.wake.notified())).await;
                 }
                 None => self.wake.notified().await,
             }

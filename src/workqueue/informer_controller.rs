@@ -5,6 +5,8 @@ use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::future::{Either, select};
+
 use crate::fifo::DeletedObject;
 use crate::informer::{EventHandler, Informer};
 use crate::model::{ApiResource, ObjectMeta};
@@ -298,12 +300,9 @@ impl<T: Object + Clone> InformerController<T> {
                 handler.synced.as_mut().await;
             }
         };
-        tokio::select! {
-            () = synced => {}
-            () = &mut shutdown => {
-                queue.shut_down();
-                return RunSummary::default();
-            }
+        if let Either::Right(_) = select(pin!(synced), shutdown.as_mut()).await {
+            queue.shut_down();
+            return RunSummary::default();
         }
 
         controller
