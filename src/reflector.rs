@@ -27,7 +27,8 @@
 //!   known to be gone.
 //! * `Watch`: a WATCH from the last seen version, with bookmarks and a random `timeoutSeconds`.
 //! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
-//!   included. A watch silent for longer than the idle limit is treated as dead.
+//!   included. A watch still silent 30 s past its own `timeoutSeconds` is treated as dead (the
+//!   server would have ended it by then), and watched again on a new connection.
 //! * `Backoff`: 0.8 s doubling to 30 s, each delay stretched by a random factor in [1, 2), reset after
 //!   2 minutes; a server's Retry-After is honoured when longer, up to the cap (30 s): a larger
 //!   Retry-After is clamped to the cap. Every failure backs off; the only immediate retries are
@@ -76,7 +77,11 @@ pub struct ReflectorOptions {
     pub bookmarks: bool,
     /// Watches ask for a random `timeoutSeconds` in `[min, 2 * min)` (client-go: 5 min).
     pub min_watch_timeout: Duration,
-    /// A watch with no bytes for this long is dead; `None` means `2 * min_watch_timeout + 30 s`.
+    /// A watch with no bytes for this long is dead. `None` (the default) means the watch's own
+    /// `timeoutSeconds` + 30 s: the server ends every watch at its timeout, so a stream still
+    /// silent after that is hung (a proxy holding it open, a server that stopped serving it).
+    /// Over HTTP/2, pings find a dead connection sooner (see `Config::http2_read_idle_timeout`);
+    /// HTTP/1.1 has no ping, so this is what ends a silent watch there.
     pub idle_timeout: Option<Duration>,
     /// Try streaming lists first (falls back to LIST when the server refuses).
     pub streaming_list: bool,
@@ -245,11 +250,13 @@ enum State<T> {
     Relist,
     /// Open a watch from the last seen resourceVersion.
     Watch,
-    /// A watch is open; `opened` and `events` detect very short watches.
+    /// A watch is open; `opened` and `events` detect very short watches, and a watch silent for
+    /// `silence_limit` is dead.
     Watching {
         stream: WatchStream<T>,
         opened: Instant,
         events: u64,
+        silence_limit: Duration,
     },
     /// Wait, then go on with `next` (`Relist` or `Watch`).
     Backoff {
@@ -377,11 +384,8 @@ impl<T: Object + Clone> Reflector<T> {
                 mut stream,
                 opened,
                 events,
+                silence_limit: idle,
             } => {
-                let idle = self
-                    .options
-                    .idle_timeout
-                    .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
                 // The fifo decodes events later, when their key is handed out: a failure there
                 // means the store missed an event, and the relist must not wait for the next one.
                 // `select` polls its first future first: a decode failure wins over an event
@@ -404,6 +408,7 @@ impl<T: Object + Clone> Reflector<T> {
                             stream,
                             opened,
                             events,
+                            silence_limit: idle,
                         },
                     };
                 };
@@ -419,6 +424,7 @@ impl<T: Object + Clone> Reflector<T> {
                             stream,
                             opened,
                             events: events + 1,
+                            silence_limit: idle,
                         },
                         Handled::Then(next) => next,
                     },
@@ -564,6 +570,7 @@ impl<T: Object + Clone> Reflector<T> {
     /// A streaming list (WL1-WL9): initial ADDED events are relist pages, the bookmark annotated
     /// `k8s.io/initial-events-end` ends the list, and the same stream goes on as a normal watch.
     async fn streaming_list(&mut self) -> State<T> {
+        let timeout_seconds = self.watch_timeout();
         let rv = if self.rv_unavailable {
             String::new()
         } else {
@@ -576,7 +583,7 @@ impl<T: Object + Clone> Reflector<T> {
             version_match: Some(VersionMatch::NotOlderThan),
             send_initial_events: Some(true),
             allow_bookmarks: true,
-            timeout_seconds: Some(self.watch_timeout()),
+            timeout_seconds: Some(timeout_seconds),
         };
         let mut stream = match self.api.watch(&params).await {
             Ok(s) => s,
@@ -597,10 +604,7 @@ impl<T: Object + Clone> Reflector<T> {
         // Objects the list holds so far: one per ADDED; a MODIFIED during the initial events
         // changes one already listed, a DELETED removes one (WL3). Counted, not collected.
         let mut listed_objects = 0u64;
-        let idle = self
-            .options
-            .idle_timeout
-            .unwrap_or(self.options.min_watch_timeout * 2 + Duration::from_secs(30));
+        let idle = self.silence_limit(timeout_seconds);
         loop {
             let next = match tokio::time::timeout(idle, stream.next_raw()).await {
                 Ok(n) => n,
@@ -670,6 +674,7 @@ impl<T: Object + Clone> Reflector<T> {
                                 stream,
                                 opened,
                                 events,
+                                silence_limit: idle,
                             };
                         }
                         RawEvent::Decoded(WatchEvent::Bookmark(_)) => true,
@@ -764,15 +769,23 @@ impl<T: Object + Clone> Reflector<T> {
         (min + self.rng.f64() * min).max(1.0) as u32
     }
 
+    /// How long a watch that asked for `timeout_seconds` may stay silent before it is dead.
+    fn silence_limit(&self, timeout_seconds: u32) -> Duration {
+        self.options
+            .idle_timeout
+            .unwrap_or(Duration::from_secs(u64::from(timeout_seconds) + 30))
+    }
+
     /// Opens a watch from the last seen version (R13, R19).
     async fn open_watch(&mut self) -> State<T> {
         tracing::debug!(resource_version = %self.last_rv, "watching");
+        let timeout_seconds = self.watch_timeout();
         let params = WatchParams {
             label_selector: self.options.label_selector.clone(),
             field_selector: self.options.field_selector.clone(),
             resource_version: Some(self.last_rv.clone()),
             allow_bookmarks: self.options.bookmarks,
-            timeout_seconds: Some(self.watch_timeout()),
+            timeout_seconds: Some(timeout_seconds),
             ..Default::default()
         };
         match self.api.watch(&params).await {
@@ -784,6 +797,7 @@ impl<T: Object + Clone> Reflector<T> {
                     stream,
                     opened: Instant::now(),
                     events: 0,
+                    silence_limit: self.silence_limit(timeout_seconds),
                 }
             }
             Err(e) => {

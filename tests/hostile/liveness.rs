@@ -367,7 +367,6 @@ async fn an_http1_watch_that_goes_silent_is_dropped_at_the_idle_limit_and_resume
         })),
         ..Default::default()
     };
-    let idle_limit = options.min_watch_timeout * 2 + Duration::from_secs(30);
     let store: Arc<Writer<ConfigMap>> = Arc::new(Writer::new());
     let (fifo, _consumer) = DeltaFifo::new(store.clone());
     let task = tokio::spawn(Reflector::new(Api::namespaced(client, "a"), fifo, options).run());
@@ -387,6 +386,13 @@ async fn an_http1_watch_that_goes_silent_is_dropped_at_the_idle_limit_and_resume
         "the LIST's connection went back to the pool"
     );
     let opened = Instant::now();
+    let timeout_seconds: u64 = watch
+        .split(['?', '&', ' '])
+        .find_map(|p| p.strip_prefix("timeoutSeconds="))
+        .and_then(|v| v.parse().ok())
+        .expect("the watch asks for a timeout");
+    // The server ends a watch at its timeout; silence 30 s past it means the stream is hung.
+    let idle_limit = Duration::from_secs(timeout_seconds + 30);
 
     // HTTP/1.1 has no ping, and a live TCP peer answers keepalive probes: the reflector's idle
     // limit is what ends such a watch (a quiet but healthy watch looks the same until then).
