@@ -24,6 +24,8 @@ pub(crate) enum Control {
     Error429,
     /// End the stream cleanly.
     CloseAll,
+    /// Send one event that is not valid JSON (a raw newline inside a string), and go on.
+    Corrupt,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -266,6 +268,13 @@ impl Faults {
     /// Sends an ERROR 410 (`Expired`) event into every open watch, then ends them.
     pub fn inject_410(&self) {
         let _ = self.state.control.send(Control::Error410);
+    }
+
+    /// Sends into every open watch one event that is not JSON (a raw newline inside a string,
+    /// which RFC 8259 forbids) and keeps the stream going: the client must report it and recover
+    /// without waiting for a closing quote.
+    pub fn corrupt_watches(&self) {
+        let _ = self.state.control.send(Control::Corrupt);
     }
 
     /// Ends every open watch cleanly (terminating chunk, no event), like a server shutdown.

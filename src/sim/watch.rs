@@ -246,6 +246,10 @@ async fn run(
                     return sink.send(error_frame(&ApiError::injected(429)).to_vec(), 1).await;
                 }
                 Ok(Control::CloseAll) | Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                Ok(Control::Corrupt) => {
+                    let line = b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"raw\nnewline\"}}}\n";
+                    sink.send(line.to_vec(), 1).await?;
+                }
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
             _ = shutdown.changed() => return Ok(()),

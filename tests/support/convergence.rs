@@ -197,6 +197,10 @@ pub async fn scenario(sim: &Simulator, seed: u64) -> Result<(), String> {
             32 => sim
                 .faults()
                 .fail_next_html(1 + rng.usize(..2), [500, 502][rng.usize(..2)]),
+            33 => sim.faults().corrupt_watches(),
+            // Both last until the faults are cleared at the end of the scenario.
+            34 => sim.faults().forbid_reads(true),
+            35 => sim.faults().stall_watches(),
             0 => sim.faults().drop_watches_after_random_bytes(1, 400),
             1 => sim.faults().inject_410(),
             2 => sim
