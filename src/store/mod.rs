@@ -1,6 +1,26 @@
 //! The local cache: a sharded, indexed map from key (`namespace/name`, or `name` for cluster-scoped
 //! objects) to `Arc<T>`.
 //!
+//! # Reading
+//! An informer hands out a read-only [`Store`] ([`Informer::store`](crate::Informer::store)); its
+//! pipeline is the only writer. Lookups take no network round trip and copy nothing but an `Arc`:
+//! [`Store::get`] by namespace and name, [`Store::list`], [`Store::list_namespace`],
+//! [`Store::list_selected`] by label selector, and [`Store::by_index`] for the indexes added with
+//! [`Store::add_index`]. [`Writer`] is the write side, for tests and custom pipelines.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use informer::{ConfigMap, store::Writer};
+//!
+//! let writer = Writer::<ConfigMap>::new();
+//! let mut cm = ConfigMap::default();
+//! (cm.metadata.namespace, cm.metadata.name) = ("default".into(), "app".into());
+//! writer.insert(Arc::new(cm));
+//! let store = writer.reader(); // what an informer hands out: reads only
+//! assert!(store.get("default", "app").is_some());
+//! assert_eq!(store.list_namespace("default").len(), 1);
+//! ```
+//!
 //! # Design
 //! - **Shards.** 64 cache-line-padded `RwLock<HashMap>`s. A reader locks one shard for one lookup, so
 //!   readers on different shards never touch the same cache line and a writer blocks 1/64th of the
