@@ -3,7 +3,7 @@
 //! [`Subscription`] reports a change.
 //!
 //! kwatch does not merge slices itself: every instance, condition, state and revision printed here
-//! is the library's [`Snapshot`], read with [`ServiceDiscovery::instances`] and followed with
+//! is the library's [`Snapshot`](informer::discovery::Snapshot), read with [`ServiceDiscovery::instances`] and followed with
 //! [`ServiceDiscovery::subscribe`]. ServiceDiscovery runs with
 //! [`include_not_ready`](informer::discovery::DiscoveryOptions::include_not_ready) on, so endpoints
 //! that are not ready are listed too (flagged `ready: false`); the state is the library's: `Ready`

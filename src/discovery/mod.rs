@@ -222,7 +222,7 @@ pub struct DiscoveryOptions {
     /// namespace starts informers; callers may pass any names). Past it, asking about a new one
     /// first forgets the oldest namespace with no subscriber (or, if every one has, the oldest):
     /// its Services are forgotten (their subscriptions end), its handlers removed, and with
-    /// [`Discovery::new`] its informers stopped. Default 256.
+    /// [`ServiceDiscovery::new`] its informers stopped. Default 256.
     pub max_watched_namespaces: usize,
 }
 

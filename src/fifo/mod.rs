@@ -725,7 +725,7 @@ impl<T: Object> Popped<'_, T> {
 
     /// `Some(rv)` when nothing else was pending: once these deltas are applied, the store is exactly
     /// the server's state at `rv` (the newest event or bookmark taken in; informer-design §5, for
-    /// [`Store::set_last_applied_resource_version`](crate::store::Store::set_last_applied_resource_version)).
+    /// `Store::set_last_applied_resource_version`).
     /// `None` while a relist is running or other keys are pending.
     ///
     /// ```
