@@ -33,9 +33,20 @@ async fn main() {
     let started = Instant::now();
     let mut divergences = 0;
     for s in seed * 1_000_000..seed * 1_000_000 + count {
+        let one = Instant::now();
         if let Err(e) = convergence::scenario(&sim, s).await {
             divergences += 1;
             eprintln!("{e}");
+        }
+        if one.elapsed() > Duration::from_secs(10) {
+            eprintln!("scenario {s} took {:.1} s", one.elapsed().as_secs_f64());
+        }
+        let done = s - seed * 1_000_000 + 1;
+        if done % 250 == 0 {
+            eprintln!(
+                "{done} scenarios, {divergences} divergences, {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
         }
     }
     println!(
