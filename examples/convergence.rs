@@ -42,7 +42,7 @@ async fn main() {
             eprintln!("scenario {s} took {:.1} s", one.elapsed().as_secs_f64());
         }
         let done = s - seed * 1_000_000 + 1;
-        if done % 250 == 0 {
+        if done.is_multiple_of(250) {
             eprintln!(
                 "{done} scenarios, {divergences} divergences, {:.0} s",
                 started.elapsed().as_secs_f64()

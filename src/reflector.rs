@@ -250,13 +250,12 @@ enum State<T> {
     Relist,
     /// Open a watch from the last seen resourceVersion.
     Watch,
-    /// A watch is open; `opened` and `events` detect very short watches, and a watch silent for
-    /// `silence_limit` is dead.
+    /// A watch is open; `opened` and `events` detect very short watches (and a watch silent for
+    /// the reflector's `silence_limit` is dead).
     Watching {
         stream: WatchStream<T>,
         opened: Instant,
         events: u64,
-        silence_limit: Duration,
     },
     /// Wait, then go on with `next` (`Relist` or `Watch`).
     Backoff {
@@ -289,6 +288,8 @@ pub struct Reflector<T> {
     rng: crate::rng::Rng,
     /// The resourceVersion to resume from (client-go's `lastSyncResourceVersion`).
     last_rv: String,
+    /// How long the open watch may stay silent before it is dead (see `silence_limit_of`).
+    silence_limit: Duration,
     /// `last_rv` is known to be gone: the next list is a consistent read.
     rv_unavailable: bool,
     /// An RV="0" list came back paginated: the watch cache is off, keep paginating.
@@ -318,6 +319,7 @@ impl<T: Object + Clone> Reflector<T> {
             transform: None,
             health: Arc::new(Mutex::new(Health::default())),
             last_rv: String::new(),
+            silence_limit: Duration::MAX,
             rv_unavailable: false,
             paginated_result: false,
             streaming_unsupported: false,
@@ -384,8 +386,8 @@ impl<T: Object + Clone> Reflector<T> {
                 mut stream,
                 opened,
                 events,
-                silence_limit: idle,
             } => {
+                let idle = self.silence_limit;
                 // The fifo decodes events later, when their key is handed out: a failure there
                 // means the store missed an event, and the relist must not wait for the next one.
                 // `select` polls its first future first: a decode failure wins over an event
@@ -408,7 +410,6 @@ impl<T: Object + Clone> Reflector<T> {
                             stream,
                             opened,
                             events,
-                            silence_limit: idle,
                         },
                     };
                 };
@@ -424,7 +425,6 @@ impl<T: Object + Clone> Reflector<T> {
                             stream,
                             opened,
                             events: events + 1,
-                            silence_limit: idle,
                         },
                         Handled::Then(next) => next,
                     },
@@ -604,7 +604,8 @@ impl<T: Object + Clone> Reflector<T> {
         // Objects the list holds so far: one per ADDED; a MODIFIED during the initial events
         // changes one already listed, a DELETED removes one (WL3). Counted, not collected.
         let mut listed_objects = 0u64;
-        let idle = self.silence_limit(timeout_seconds);
+        self.silence_limit = self.silence_limit_of(timeout_seconds);
+        let idle = self.silence_limit;
         loop {
             let next = match tokio::time::timeout(idle, stream.next_raw()).await {
                 Ok(n) => n,
@@ -674,7 +675,6 @@ impl<T: Object + Clone> Reflector<T> {
                                 stream,
                                 opened,
                                 events,
-                                silence_limit: idle,
                             };
                         }
                         RawEvent::Decoded(WatchEvent::Bookmark(_)) => true,
@@ -770,7 +770,7 @@ impl<T: Object + Clone> Reflector<T> {
     }
 
     /// How long a watch that asked for `timeout_seconds` may stay silent before it is dead.
-    fn silence_limit(&self, timeout_seconds: u32) -> Duration {
+    fn silence_limit_of(&self, timeout_seconds: u32) -> Duration {
         self.options
             .idle_timeout
             .unwrap_or(Duration::from_secs(u64::from(timeout_seconds) + 30))
@@ -790,6 +790,7 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match self.api.watch(&params).await {
             Ok(stream) => {
+                self.silence_limit = self.silence_limit_of(timeout_seconds);
                 self.holding_rv_for_synthetic_adds = matches!(self.last_rv.as_str(), "" | "0");
                 self.set_phase(Phase::Watching);
                 self.health.lock().unwrap().watches += 1;
@@ -797,7 +798,6 @@ impl<T: Object + Clone> Reflector<T> {
                     stream,
                     opened: Instant::now(),
                     events: 0,
-                    silence_limit: self.silence_limit(timeout_seconds),
                 }
             }
             Err(e) => {
