@@ -1,7 +1,9 @@
 //! Watch-stream throughput: framing (MB/s) and typed decode (events/s) on 200k-event EndpointSlice
 //! and Pod streams, beside the naive baseline measured in the same run: split on `\n` and
 //! `serde_json::from_slice` into the same event type. `typed` and `metadata-only` are the
-//! [`EventDecoder`] (what a watch uses); `typed-framed-then-decoded` the two steps it fuses.
+//! [`EventDecoder`] (what a watch uses); `typed-framed-then-decoded` the two steps it fuses;
+//! `raw-as-the-reflector-reads` its `next_raw` (objects left as JSON, metadata read), which is what
+//! the reflector does before the fifo coalesces.
 //!
 //! Run: `cargo bench --bench frames`
 
@@ -10,7 +12,7 @@ use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, WatchEvent, decode_event};
+use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{EndpointSlice, Object, ObjectMeta, PartialObjectMetadata, Pod};
 use serde::Deserialize;
 
@@ -73,6 +75,24 @@ fn ours<T: Object>(body: &[u8]) -> usize {
     for chunk in body.chunks(CHUNK) {
         dec.push(chunk);
         while let Some(e) = dec.next_event().unwrap() {
+            black_box(&e);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// What the reflector reads: events with their objects left as JSON, only the metadata read.
+fn raw<T: Object>(body: &[u8]) -> usize {
+    let mut dec = EventDecoder::<T>::new();
+    let mut n = 0;
+    for chunk in body.chunks(CHUNK) {
+        dec.push(chunk);
+        while let Some(e) = dec.next_raw().unwrap() {
+            assert!(
+                !matches!(e, RawEvent::Decoded(_)),
+                "every event takes the raw path"
+            );
             black_box(&e);
             n += 1;
         }
@@ -164,6 +184,10 @@ fn bench(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("metadata-only", EVENTS), |b| {
             b.iter(|| assert_eq!(ours::<PartialObjectMetadata>(body), EVENTS))
         });
+        g.bench_function(
+            BenchmarkId::new("raw-as-the-reflector-reads", EVENTS),
+            |b| b.iter(|| assert_eq!(raw::<PartialObjectMetadata>(body), EVENTS)),
+        );
         // The floor of a serde metadata-only decode: only the metadata, already cut out.
         let metadata = metadata_of(body);
         g.bench_function(

@@ -519,50 +519,90 @@ impl<'de> Visitor<'de> for MetaSpans {
     }
 }
 
-/// Reads an `ADDED`/`MODIFIED`/`DELETED` event's envelope and its object's metadata, copying the
-/// object's JSON. `None` when this fast path does not apply: another event type, invalid JSON, an
-/// object that is not a JSON object, escaped metadata strings. The caller then decodes the event
-/// fully, which gives the event or the error `decode_event` gives.
-fn skim<T>(env: RawEnvelope<'_>, envelope_offset: u64, envelope: &[u8]) -> Option<RawEvent<T>> {
+/// Reads an `ADDED`/`MODIFIED`/`DELETED` event's object metadata, copying the object's JSON
+/// (`object`, at stream offset `offset`). `None` when this fast path does not apply: another event
+/// type, an object that is not a JSON object, metadata that does not parse, escaped metadata
+/// strings. The caller then decodes the event fully, which gives the event or the error
+/// `decode_event` gives.
+fn skim<T>(ty: EventType, object: &[u8], offset: u64) -> Option<RawEvent<T>> {
     if !matches!(
-        env.ty,
+        ty,
         EventType::Added | EventType::Modified | EventType::Deleted
     ) {
         return None;
     }
-    let obj = env.object.get().as_bytes();
     let mut out = None;
-    let mut de = serde_json::Deserializer::from_slice(obj);
+    let mut de = serde_json::Deserializer::from_slice(object);
     // `out` is set only once `metadata` was read in full (or the object has none), and then the
-    // result is our own early stop (or `Ok`): the envelope's parse already validated the object.
+    // result is our own early stop (or `Ok`).
     let _stopped = de.deserialize_map(MetaSkim {
-        base: obj.as_ptr() as usize,
+        base: object.as_ptr() as usize,
         out: &mut out,
     });
     let [namespace, name, uid, resource_version] = out?;
-    let offset = envelope_offset + (obj.as_ptr() as usize - envelope.as_ptr() as usize) as u64;
     let raw = RawObject {
-        json: Bytes::copy_from_slice(obj),
+        json: Bytes::copy_from_slice(object),
         offset,
         namespace,
         name,
         uid,
         resource_version,
     };
-    Some(match env.ty {
+    Some(match ty {
         EventType::Added => RawEvent::Added(raw),
         EventType::Modified => RawEvent::Modified(raw),
         _ => RawEvent::Deleted(raw),
     })
 }
 
-/// [`skim`] of a framed value.
+/// The apiserver's own envelope, byte for byte, at the start of `bytes`:
+/// `{"type":"ADDED","object":{...}}` (or `MODIFIED`, `DELETED`), the object closed and followed
+/// by the envelope's `}`. Its type and the object's span; the envelope ends one byte after the
+/// object. `None` for anything else (other types, other field orders, whitespace, more fields,
+/// an object not complete in `bytes`), which framing and serde then read.
+fn apiserver_envelope(bytes: &[u8]) -> Option<(EventType, std::ops::Range<usize>)> {
+    let rest = bytes.strip_prefix(br#"{"type":""#)?;
+    let (ty, rest) = if let Some(r) = rest.strip_prefix(br#"MODIFIED","object":"#) {
+        (EventType::Modified, r)
+    } else if let Some(r) = rest.strip_prefix(br#"ADDED","object":"#) {
+        (EventType::Added, r)
+    } else {
+        (
+            EventType::Deleted,
+            rest.strip_prefix(br#"DELETED","object":"#)?,
+        )
+    };
+    let start = bytes.len() - rest.len();
+    let end = start + crate::frame::object_end(rest)?;
+    (bytes.get(end) == Some(&b'}')).then_some((ty, start..end))
+}
+
+/// [`skim`] of a framed value: the apiserver's envelope is split by its bytes (the object is
+/// framed, not parsed: only its metadata is, and the rest when the object is decoded), any other
+/// envelope by serde (which validates the object as JSON).
 fn skim_frame<T>(frame: &Frame) -> Option<RawEvent<T>> {
-    if frame.bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+    let bytes = &frame.bytes[..];
+    if let Some((ty, object)) = apiserver_envelope(bytes)
+        && object.end + 1 == bytes.len()
+    {
+        return skim(
+            ty,
+            &bytes[object.clone()],
+            frame.offset + object.start as u64,
+        );
+    }
+    if !starts_an_object(bytes) {
         return None;
     }
-    let env = serde_json::from_slice::<RawEnvelope>(&frame.bytes).ok()?;
-    skim(env, frame.offset, &frame.bytes)
+    let env = serde_json::from_slice::<RawEnvelope>(bytes).ok()?;
+    let object = env.object.get().as_bytes();
+    let at = object.as_ptr() as usize - bytes.as_ptr() as usize;
+    skim(env.ty, object, frame.offset + at as u64)
+}
+
+/// Whether `bytes` holds a JSON object, leading whitespace aside.
+fn starts_an_object(bytes: &[u8]) -> bool {
+    bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -682,27 +722,24 @@ impl<T: Object> EventDecoder<T> {
         }
     }
 
-    /// The next event with its object left as JSON ([`RawEvent`]): the envelope is validated and
-    /// the object's metadata read, but the object is decoded only when the caller asks
+    /// The next event with its object left as JSON ([`RawEvent`]): the envelope and the object's
+    /// metadata are read, but the rest of the object is parsed only when the caller decodes it
     /// ([`RawObject::decode`]). Events the fast path does not take come decoded, and errors are
-    /// those of [`next_event`](Self::next_event), at the same offsets; an object that is valid
-    /// JSON but not a valid `T` is found only when it is decoded.
+    /// those of [`next_event`](Self::next_event), at the same offsets; an object whose metadata
+    /// reads but whose rest is not valid JSON, or not a valid `T`, is found only when it is
+    /// decoded (an event that a newer one for its key replaces is never parsed in full).
     pub fn next_raw(&mut self) -> Result<Option<RawEvent<T>>> {
+        // The apiserver's envelope, complete before the last newline received, is split where it
+        // lies: one scan finds the object's end (faster than a parse), and the skim reads just
+        // the metadata. The end is where framing would put it (the envelope around the object
+        // holds no bracket or escape), so `skip_parsed` keeps the offsets and the size limit.
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
-            && bytes.first() == Some(&b'{')
+            && let Some((ty, object)) = apiserver_envelope(bytes)
+            && let Some(event) = skim(ty, &bytes[object.clone()], offset + object.start as u64)
         {
-            let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<RawEnvelope>();
-            if let Some(Ok(env)) = values.next() {
-                let len = values.byte_offset();
-                if let Some(event) = skim(env, offset, bytes) {
-                    self.frames.skip_parsed(len)?;
-                    return Ok(Some(event));
-                }
-            }
-            // Not for the fast path: decode it as `next_event` does (it parses the value at most
-            // once more, then frames it).
-            return Ok(self.next_event()?.map(RawEvent::Decoded));
+            self.frames.skip_parsed(object.end + 1)?;
+            return Ok(Some(event));
         }
         match self.frames.next_frame()? {
             Some(frame) => match skim_frame(&frame) {

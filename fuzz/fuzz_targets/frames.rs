@@ -4,11 +4,13 @@
 //! feed, and so do the values cut at a raw newline inside a string; the decoder never holds more
 //! than the limit plus one chunk; the `EventDecoder` (which parses newline-terminated values in
 //! place) yields exactly what framing then decoding yields (events, and errors by kind and
-//! offset), for the one-shot and the chunked feed.
+//! offset), for the one-shot and the chunked feed; and so does its raw path (what the reflector
+//! reads: objects left as JSON, split from the apiserver's envelope by their bytes), once each raw
+//! object is decoded.
 #![no_main]
 
 use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, WatchEvent, decode_event};
+use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{DynamicObject, Error, Pod};
 use libfuzzer_sys::fuzz_target;
 
@@ -78,6 +80,41 @@ fn event_decoder(data: &[u8], cuts: &[usize]) -> Events {
         loop {
             match dec.next_event() {
                 Ok(Some(e)) => out.push(Ok(e)),
+                Ok(None) => break,
+                Err(e) => out.push(Err(error_at(e))),
+            }
+        }
+        assert!(dec.buffered() <= LIMIT + chunk.len());
+    }
+    match dec.finish() {
+        Ok(Some(e)) => out.push(Ok(e)),
+        Ok(None) => {}
+        Err(e) => out.push(Err(error_at(e))),
+    }
+    out
+}
+
+/// The event decoder's raw path fed `data` cut at `cuts`, each raw object decoded.
+fn raw_decoder(data: &[u8], cuts: &[usize]) -> Events {
+    let mut dec = EventDecoder::<Pod>::with_max_frame(LIMIT);
+    let mut out = Vec::new();
+    let mut start = 0;
+    for &end in cuts.iter().chain(std::iter::once(&data.len())) {
+        let chunk = &data[start..end];
+        start = end;
+        dec.push(chunk);
+        loop {
+            match dec.next_raw() {
+                Ok(Some(RawEvent::Added(raw))) => {
+                    out.push(raw.decode().map(WatchEvent::Added).map_err(error_at))
+                }
+                Ok(Some(RawEvent::Modified(raw))) => {
+                    out.push(raw.decode().map(WatchEvent::Modified).map_err(error_at))
+                }
+                Ok(Some(RawEvent::Deleted(raw))) => {
+                    out.push(raw.decode().map(WatchEvent::Deleted).map_err(error_at))
+                }
+                Ok(Some(RawEvent::Decoded(e))) => out.push(Ok(e)),
                 Ok(None) => break,
                 Err(e) => out.push(Err(error_at(e))),
             }
@@ -174,4 +211,6 @@ fuzz_target!(|input: &[u8]| {
     let reference = framed_then_decoded(data);
     assert_eq!(event_decoder(data, &[]), reference);
     assert_eq!(event_decoder(data, &cuts), reference);
+    assert_eq!(raw_decoder(data, &[]), reference);
+    assert_eq!(raw_decoder(data, &cuts), reference);
 });

@@ -421,7 +421,7 @@ impl FrameDecoder {
 
     /// Scans a container from `i`: 64-byte blocks while there are that many, then byte by byte,
     /// with the same escaping rule (see [`block`]) so that where a push ends never matters.
-    fn scan_container(&mut self, open: u8, close: u8, mut i: usize) -> Option<usize> {
+    fn scan_container(&mut self, open: u8, close: u8, i: usize) -> Option<usize> {
         let State::Value {
             depth,
             in_string,
@@ -433,54 +433,103 @@ impl FrameDecoder {
         };
         let buf = &self.buf[..];
         let (next, stop) = block::scan_blocks(buf, i, open, close, depth, escaped, in_string);
+        let stop = stop.or_else(|| scan_tail(buf, next, open, close, depth, escaped, in_string));
         match stop {
-            Some(block::Stop::Closed(end)) => return self.done(end),
+            Some(block::Stop::Closed(end)) => self.done(end),
             Some(block::Stop::RawNewline(at)) => {
                 self.raw_newline = Some(at);
-                return self.done(at + 1);
+                self.done(at + 1)
             }
-            None => {}
-        }
-        i = next;
-        while i < buf.len() {
-            let b = buf[i];
-            i += 1;
-            if b == b'\n' && *in_string {
-                // Escaped or not: a raw newline never belongs in a string.
-                self.raw_newline = Some(i - 1);
-                return self.done(i);
-            }
-            if std::mem::take(escaped) {
-                // An escaped quote or backslash is inert; brackets still count outside strings.
-                if b != open && b != close || *in_string {
-                    continue;
-                }
-            } else if b == b'\\' {
-                *escaped = true;
-                continue;
-            } else if b == b'"' {
-                *in_string = !*in_string;
-                continue;
-            }
-            if *in_string {
-                continue;
-            }
-            if b == open {
-                *depth += 1;
-            } else if b == close {
-                *depth -= 1;
-                if *depth == 0 {
-                    return self.done(i);
-                }
+            None => {
+                self.scanned = self.buf.len();
+                None
             }
         }
-        self.scanned = buf.len();
-        None
     }
 
     fn done(&mut self, end: usize) -> Option<usize> {
         self.scanned = end;
         Some(end)
+    }
+}
+
+/// Scans `buf` from `i` byte by byte (the tail shorter than a block), with the rules of
+/// [`block::scan_blocks`], so that where a push ends never changes the frames.
+fn scan_tail(
+    buf: &[u8],
+    mut i: usize,
+    open: u8,
+    close: u8,
+    depth: &mut u32,
+    escaped: &mut bool,
+    in_string: &mut bool,
+) -> Option<block::Stop> {
+    while i < buf.len() {
+        let b = buf[i];
+        i += 1;
+        if b == b'\n' && *in_string {
+            // Escaped or not: a raw newline never belongs in a string.
+            return Some(block::Stop::RawNewline(i - 1));
+        }
+        if std::mem::take(escaped) {
+            // An escaped quote or backslash is inert; brackets still count outside strings.
+            if b != open && b != close || *in_string {
+                continue;
+            }
+        } else if b == b'\\' {
+            *escaped = true;
+            continue;
+        } else if b == b'"' {
+            *in_string = !*in_string;
+            continue;
+        }
+        if *in_string {
+            continue;
+        }
+        if b == open {
+            *depth += 1;
+        } else if b == close {
+            *depth -= 1;
+            if *depth == 0 {
+                return Some(block::Stop::Closed(i));
+            }
+        }
+    }
+    None
+}
+
+/// The end (exclusive) of the JSON object that `bytes` starts with, by the framing rules (the
+/// module docs: strings, escapes, `{`/`}` depth), or `None` if it does not start with `{`, does
+/// not close within `bytes`, or one of its strings meets a raw newline first. Like framing, this
+/// finds where an object ends; it does not check that the object is valid JSON.
+pub(crate) fn object_end(bytes: &[u8]) -> Option<usize> {
+    if bytes.first() != Some(&b'{') {
+        return None;
+    }
+    let (mut depth, mut escaped, mut in_string) = (1, false, false);
+    let (next, stop) = block::scan_blocks(
+        bytes,
+        1,
+        b'{',
+        b'}',
+        &mut depth,
+        &mut escaped,
+        &mut in_string,
+    );
+    let stop = stop.or_else(|| {
+        scan_tail(
+            bytes,
+            next,
+            b'{',
+            b'}',
+            &mut depth,
+            &mut escaped,
+            &mut in_string,
+        )
+    });
+    match stop {
+        Some(block::Stop::Closed(end)) => Some(end),
+        _ => None,
     }
 }
 

@@ -2,7 +2,7 @@
 
 use crate::support::raw_server::{capture, fixture};
 use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, WatchEvent, decode_event};
+use informer::watch::{EventDecoder, RawEvent, RawObject, WatchEvent, decode_event};
 use informer::{DynamicObject, EndpointSlice, Endpoints, Error, Pod};
 
 const WATCH_CAPTURES: &[&str] = &[
@@ -438,4 +438,115 @@ fn the_event_decoder_reports_the_same_errors_at_the_same_offsets() {
             "cut at {cut}"
         );
     }
+}
+
+/// A decode error as its kind and stream offset (messages differ: serde counts columns from the
+/// start of what it parses, the event or the object), any other error as its message.
+fn at(e: &Error) -> String {
+    match e {
+        Error::Decode { offset, .. } => format!("decode error at {offset}"),
+        e => e.to_string(),
+    }
+}
+
+/// What the reflector sees: [`EventDecoder::next_raw`], each raw object then decoded as the fifo
+/// decodes it (errors as [`at`]).
+fn raw_events_of<T: informer::Object>(
+    chunks: &[&[u8]],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    let mut dec = EventDecoder::<T>::with_max_frame(limit);
+    let mut out = Vec::new();
+    let decoded = |raw: &RawObject| raw.decode::<T>().map_err(|e| at(&e));
+    for c in chunks {
+        dec.push(c);
+        loop {
+            match dec.next_raw() {
+                Ok(Some(RawEvent::Added(raw))) => out.push(decoded(&raw).map(WatchEvent::Added)),
+                Ok(Some(RawEvent::Modified(raw))) => {
+                    out.push(decoded(&raw).map(WatchEvent::Modified))
+                }
+                Ok(Some(RawEvent::Deleted(raw))) => {
+                    out.push(decoded(&raw).map(WatchEvent::Deleted))
+                }
+                Ok(Some(RawEvent::Decoded(e))) => out.push(Ok(e)),
+                Ok(None) => break,
+                Err(e) => out.push(Err(at(&e))),
+            }
+        }
+    }
+    match dec.finish() {
+        Ok(Some(e)) => out.push(Ok(e)),
+        Ok(None) => {}
+        Err(e) => out.push(Err(at(&e))),
+    }
+    out
+}
+
+/// [`framed_then_decoded`] with errors as [`at`].
+fn framed_then_decoded_at<T: informer::Object>(
+    body: &[u8],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    let mut dec = FrameDecoder::with_max_frame(limit);
+    dec.push(body);
+    let mut out = Vec::new();
+    loop {
+        match dec.next_frame() {
+            Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| at(&e))),
+            Ok(None) => break,
+            Err(e) => out.push(Err(at(&e))),
+        }
+    }
+    match dec.finish() {
+        Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| at(&e))),
+        Ok(None) => {}
+        Err(e) => out.push(Err(at(&e))),
+    }
+    out
+}
+
+#[test]
+fn the_raw_path_equals_framing_then_decoding_at_every_cut() {
+    // Real streams; then the apiserver's envelope around objects malformed after their metadata
+    // (found when decoded, at the same offset), an envelope with a field after the object (split
+    // by serde, not by its bytes), a brace inside a string, and error cases as in the test above.
+    let mut bodies: Vec<(String, Vec<u8>, usize)> = all_streams()
+        .into_iter()
+        .map(|(name, body)| (name, body, 1 << 20))
+        .collect();
+    bodies.push((
+        "malformed after metadata, more fields, errors".into(),
+        b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"},\"data\":{\"x\":tru}}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\"}},\"extra\":{}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"c\"},\"data\":{\"y\":\"}\\\"\"}}}\n<html>502</html>\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}\n{\n \"type\": \"MODIFIED\",\n \"object\": {\"metadata\": {\"name\": \"p\"}}\n}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"way-too-long-for-the-limit-of-this-test\"},\"data\":{}}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"d\"}}}\n{\"type\":\"ADDED\",\"obj".to_vec(),
+        90,
+    ));
+    for (name, body, limit) in bodies {
+        let reference = framed_then_decoded_at::<DynamicObject>(&body, limit);
+        for cut in 0..=body.len() {
+            assert_eq!(
+                raw_events_of::<DynamicObject>(&[&body[..cut], &body[cut..]], limit),
+                reference,
+                "{name} cut at {cut}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_object_malformed_after_its_metadata_is_found_when_decoded() {
+    // The raw path reads the envelope by its bytes and the metadata by a parse; the rest of the
+    // object is parsed only when decoded, so a newer event for the key can save that parse.
+    let line = b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"},\"data\":{\"x\":tru}}}\n";
+    let mut dec = EventDecoder::<DynamicObject>::new();
+    dec.push(line);
+    let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else {
+        panic!("the raw path takes the apiserver's envelope");
+    };
+    assert_eq!((raw.name(), raw.resource_version()), ("a", "2"));
+    let e = raw.decode::<DynamicObject>().unwrap_err();
+    let tru = line.windows(3).position(|w| w == b"tru").unwrap() as u64;
+    assert!(
+        matches!(e, Error::Decode { offset, .. } if (tru..tru + 5).contains(&offset)),
+        "{e:?}"
+    );
 }
