@@ -421,101 +421,147 @@ struct RawEnvelope<'a> {
     object: &'a serde_json::value::RawValue,
 }
 
-#[derive(Deserialize)]
-#[serde(field_identifier)]
-enum ObjectKey {
-    #[serde(rename = "metadata")]
-    Metadata,
-    #[serde(other)]
-    Other,
+/// Reads `metadata.namespace`, `name`, `uid` and `resourceVersion` of an object as spans of its
+/// JSON, by the bytes, without a parser: the object's end is known (framing found it), so the values
+/// it steps over need only be delimited, as framing delimits them, not parsed. It reads the object's
+/// top-level keys up to `metadata`, then `metadata`'s keys, and stops there. `None` where it cannot
+/// be sure (an escaped key or wanted value, a control character in one, anything not JSON in what
+/// it reads): the caller then decodes the event fully, which gives the event or the error. What it
+/// steps over is checked when the object is decoded.
+fn metadata_spans(object: &[u8]) -> Option<[Span; 4]> {
+    let mut r = Reader { b: object, i: 0 };
+    r.expect(b'{')?;
+    if r.close_or_first(b'}')? {
+        return Some([Span::default(); 4]);
+    }
+    loop {
+        let key = r.key()?;
+        if key == b"metadata" {
+            return r.metadata();
+        }
+        r.skip_value()?;
+        if r.close_or_next(b'}')? {
+            // No metadata: the fifo sees an empty key; the decode tells whether that is an error.
+            return Some([Span::default(); 4]);
+        }
+    }
 }
 
-#[derive(Deserialize)]
-#[serde(field_identifier, rename_all = "camelCase")]
-enum MetaKey {
-    Name,
-    Namespace,
-    Uid,
-    ResourceVersion,
-    #[serde(other)]
-    Other,
+/// A cursor over an object's JSON for [`metadata_spans`].
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
 }
 
-/// The metadata spans of an object; `None` stops the parse early once `metadata` was read.
-struct MetaSkim<'a> {
-    base: usize,
-    out: &'a mut Option<[Span; 4]>,
-}
-
-/// The error that ends a skim after `metadata`: the rest of the object is not parsed.
-const SKIM_DONE: &str = "metadata read";
-
-impl<'de> Visitor<'de> for MetaSkim<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an object")
+impl Reader<'_> {
+    fn whitespace(&mut self) {
+        while self.i < self.b.len() && matches!(self.b[self.i], b' ' | b'\t' | b'\n' | b'\r') {
+            self.i += 1;
+        }
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<ObjectKey>()? {
-            match key {
-                ObjectKey::Metadata => {
-                    let spans = map.next_value_seed(MetaSpans { base: self.base })?;
-                    *self.out = Some(spans);
-                    return Err(de::Error::custom(SKIM_DONE));
-                }
-                ObjectKey::Other => {
-                    map.next_value::<IgnoredAny>()?;
+    /// Skips whitespace, then expects `c`.
+    fn expect(&mut self, c: u8) -> Option<()> {
+        self.whitespace();
+        (self.b.get(self.i) == Some(&c)).then(|| self.i += 1)
+    }
+
+    /// After an opening bracket: `true` if the container is empty (its `close` taken).
+    fn close_or_first(&mut self, close: u8) -> Option<bool> {
+        self.whitespace();
+        if *self.b.get(self.i)? == close {
+            self.i += 1;
+            return Some(true);
+        }
+        Some(false)
+    }
+
+    /// After a member: `true` at the container's `close`, `false` after a `,`.
+    fn close_or_next(&mut self, close: u8) -> Option<bool> {
+        self.whitespace();
+        let c = *self.b.get(self.i)?;
+        self.i += 1;
+        match c {
+            b',' => Some(false),
+            c if c == close => Some(true),
+            _ => None,
+        }
+    }
+
+    /// A string with no escape and no control character: its span (quotes excluded).
+    fn plain_string(&mut self) -> Option<(usize, usize)> {
+        self.expect(b'"')?;
+        let start = self.i;
+        let len = memchr::memchr2(b'"', b'\\', &self.b[start..])?;
+        let text = &self.b[start..start + len];
+        if self.b[start + len] != b'"' || text.iter().any(|&c| c < 0x20) {
+            return None;
+        }
+        self.i = start + len + 1;
+        Some((start, len))
+    }
+
+    /// A member's key and its `:`.
+    fn key(&mut self) -> Option<&[u8]> {
+        let (start, len) = self.plain_string()?;
+        self.expect(b':')?;
+        Some(&self.b[start..start + len])
+    }
+
+    /// Steps over a value: a string to its closing quote, an object or array to its closing
+    /// bracket (by framing's rules), anything else to the next delimiter.
+    fn skip_value(&mut self) -> Option<()> {
+        self.whitespace();
+        let rest = &self.b[self.i..];
+        let len = match *rest.first()? {
+            b'"' => {
+                let mut j = 1;
+                loop {
+                    j += memchr::memchr2(b'"', b'\\', &rest[j..])?;
+                    if rest[j] == b'"' {
+                        break j + 1;
+                    }
+                    j += 2;
                 }
             }
-        }
-        *self.out = Some([Span::default(); 4]);
-        Ok(())
-    }
-}
-
-/// `metadata`: namespace, name, uid and resourceVersion as spans of the object's JSON.
-struct MetaSpans {
-    base: usize,
-}
-
-impl<'de> DeserializeSeed<'de> for MetaSpans {
-    type Value = [Span; 4];
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<[Span; 4], D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for MetaSpans {
-    type Value = [Span; 4];
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("object metadata")
+            b'{' => crate::frame::container_end(rest, b'{', b'}')?,
+            b'[' => crate::frame::container_end(rest, b'[', b']')?,
+            _ => rest
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .filter(|&n| n > 0)?,
+        };
+        self.i += len;
+        Some(())
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<[Span; 4], A::Error> {
+    /// `metadata`'s value: the four spans, the last of each key if one repeats.
+    fn metadata(&mut self) -> Option<[Span; 4]> {
         let mut spans = [Span::default(); 4];
-        while let Some(key) = map.next_key::<MetaKey>()? {
-            let slot = match key {
-                MetaKey::Namespace => 0,
-                MetaKey::Name => 1,
-                MetaKey::Uid => 2,
-                MetaKey::ResourceVersion => 3,
-                MetaKey::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                    continue;
-                }
-            };
-            // Borrowed: fails for an escaped string, and the caller then decodes the event fully.
-            let s: &'de str = map.next_value()?;
-            let start = (s.as_ptr() as usize).wrapping_sub(self.base);
-            spans[slot] = Span(
-                u32::try_from(start).map_err(de::Error::custom)?,
-                u32::try_from(s.len()).map_err(de::Error::custom)?,
-            );
+        self.expect(b'{')?;
+        if self.close_or_first(b'}')? {
+            return Some(spans);
         }
-        Ok(spans)
+        loop {
+            let slot = match self.key()? {
+                b"namespace" => Some(0),
+                b"name" => Some(1),
+                b"uid" => Some(2),
+                b"resourceVersion" => Some(3),
+                _ => None,
+            };
+            match slot {
+                Some(slot) => {
+                    let (start, len) = self.plain_string()?;
+                    std::str::from_utf8(&self.b[start..start + len]).ok()?;
+                    spans[slot] = Span(u32::try_from(start).ok()?, u32::try_from(len).ok()?);
+                }
+                None => self.skip_value()?,
+            }
+            if self.close_or_next(b'}')? {
+                return Some(spans);
+            }
+        }
     }
 }
 
@@ -531,15 +577,7 @@ fn skim<T>(ty: EventType, object: &[u8], offset: u64) -> Option<RawEvent<T>> {
     ) {
         return None;
     }
-    let mut out = None;
-    let mut de = serde_json::Deserializer::from_slice(object);
-    // `out` is set only once `metadata` was read in full (or the object has none), and then the
-    // result is our own early stop (or `Ok`).
-    let _stopped = de.deserialize_map(MetaSkim {
-        base: object.as_ptr() as usize,
-        out: &mut out,
-    });
-    let [namespace, name, uid, resource_version] = out?;
+    let [namespace, name, uid, resource_version] = metadata_spans(object)?;
     let raw = RawObject {
         json: Bytes::copy_from_slice(object),
         offset,
@@ -573,7 +611,7 @@ fn apiserver_envelope(bytes: &[u8]) -> Option<(EventType, std::ops::Range<usize>
         )
     };
     let start = bytes.len() - rest.len();
-    let end = start + crate::frame::object_end(rest)?;
+    let end = start + crate::frame::container_end(rest, b'{', b'}')?;
     (bytes.get(end) == Some(&b'}')).then_some((ty, start..end))
 }
 
@@ -912,5 +950,50 @@ where
         // `WatchStream` is `Unpin` (`B: Unpin`, `T` only in `PhantomData<fn() -> T>`).
         self.get_mut()
             .poll_pull(cx, EventDecoder::next_event, EventDecoder::finish)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The four metadata values `metadata_spans` finds, as text.
+    fn read(object: &str) -> Option<[String; 4]> {
+        let spans = metadata_spans(object.as_bytes())?;
+        Some(
+            spans.map(|Span(start, len)| object[start as usize..(start + len) as usize].to_owned()),
+        )
+    }
+
+    #[test]
+    fn metadata_is_read_by_its_bytes_over_any_value_before_or_inside_it() {
+        let object = r#"{"kind":"Pod","apiVersion":"v1","spec":{"a":[{"}":"\"{"}],"n":-1.5e3,"t":true},"metadata" : {"labels":{"x":"}"},"managedFields":[{"f":{"k":"]"}}],"name":"web-0","namespace":"prod","generation":7,"uid":"u-1","resourceVersion":"42","deletionTimestamp":null},"status":{}}"#;
+        assert_eq!(read(object).unwrap(), ["prod", "web-0", "u-1", "42"]);
+        // Whitespace between tokens, the last of a repeated key.
+        let object = "{ \"metadata\" :\n { \"name\" : \"a\" , \"name\":\"b\" } }";
+        assert_eq!(read(object).unwrap(), ["", "b", "", ""]);
+        // No metadata, or an empty one: empty spans (the decode decides).
+        assert_eq!(read(r#"{"kind":"X"}"#).unwrap(), ["", "", "", ""]);
+        assert_eq!(read(r#"{"metadata":{}}"#).unwrap(), ["", "", "", ""]);
+        assert_eq!(read("{}").unwrap(), ["", "", "", ""]);
+    }
+
+    #[test]
+    fn what_it_cannot_be_sure_of_goes_to_the_full_decode() {
+        for object in [
+            r#"{"metadata":{"name":"a\u0062"}}"#,
+            r#"{"metadata":{"n\u0061me":"a"}}"#,
+            "{\"metadata\":{\"name\":\"a\tb\"}}",
+            r#"{"metadata":{"name":1}}"#,
+            r#"{"metadata":{"name":"a" "uid":"b"}}"#,
+            r#"{"metadata":{"name":"a",}}"#,
+            r#"{"metadata":[]}"#,
+            r#"{"kind" "X","metadata":{}}"#,
+            r#"{"kind":,"metadata":{}}"#,
+            r#"{"metadata":{"name":"a""#,
+            "[]",
+        ] {
+            assert_eq!(read(object), None, "{object}");
+        }
     }
 }

@@ -498,20 +498,21 @@ fn scan_tail(
     None
 }
 
-/// The end (exclusive) of the JSON object that `bytes` starts with, by the framing rules (the
-/// module docs: strings, escapes, `{`/`}` depth), or `None` if it does not start with `{`, does
-/// not close within `bytes`, or one of its strings meets a raw newline first. Like framing, this
-/// finds where an object ends; it does not check that the object is valid JSON.
-pub(crate) fn object_end(bytes: &[u8]) -> Option<usize> {
-    if bytes.first() != Some(&b'{') {
+/// The end (exclusive) of the JSON object or array that `bytes` starts with (`open` is `{` or `[`,
+/// `close` its pair), by the framing rules (the module docs: strings, escapes, bracket depth), or
+/// `None` if it does not start with `open`, does not close within `bytes`, or one of its strings
+/// meets a raw newline first. Like framing, this finds where a value ends; it does not check that
+/// the value is valid JSON.
+pub(crate) fn container_end(bytes: &[u8], open: u8, close: u8) -> Option<usize> {
+    if bytes.first() != Some(&open) {
         return None;
     }
     let (mut depth, mut escaped, mut in_string) = (1, false, false);
     let (next, stop) = block::scan_blocks(
         bytes,
         1,
-        b'{',
-        b'}',
+        open,
+        close,
         &mut depth,
         &mut escaped,
         &mut in_string,
@@ -520,8 +521,8 @@ pub(crate) fn object_end(bytes: &[u8]) -> Option<usize> {
         scan_tail(
             bytes,
             next,
-            b'{',
-            b'}',
+            open,
+            close,
             &mut depth,
             &mut escaped,
             &mut in_string,
