@@ -36,10 +36,10 @@
 //! [`DeltaFifo::push_raw`] takes a watch event whose object is still JSON ([`RawObject`]: the bytes
 //! plus the key, uid and resourceVersion read from its metadata). It is coalesced like any other
 //! event and decoded into `T` (and transformed) only when its key is handed out, so an event that a
-//! newer one replaces is never decoded ([`FifoMetrics::decodes_saved`]). An object that is not a
-//! valid `T` is dropped from the pop, counted in [`FifoMetrics::decode_errors`] and reported to the
-//! producer ([`DeltaFifo::take_decode_error`]), which must relist: until a relist ends, pops report
-//! no caught-up resourceVersion.
+//! newer one replaces is never decoded ([`FifoMetrics::decodes_saved`]). An object that is not JSON
+//! or not a valid `T` is dropped from the pop, counted in [`FifoMetrics::decode_errors`] and
+//! reported to the producer ([`DeltaFifo::take_decode_error`]), which must relist: until a relist
+//! ends, pops report no caught-up resourceVersion.
 //!
 //! # Back-pressure
 //! [`DeltaFifo::push_raw`] and [`DeltaFifo::relist_page_async`] wait while the inbox holds
