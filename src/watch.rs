@@ -765,7 +765,9 @@ impl<T: Object> EventDecoder<T> {
     /// ([`RawObject::decode`]). Events the fast path does not take come decoded, and errors are
     /// those of [`next_event`](Self::next_event), at the same offsets; an object whose metadata
     /// reads but whose rest is not valid JSON, or not a valid `T`, is found only when it is
-    /// decoded (an event that a newer one for its key replaces is never parsed in full).
+    /// decoded (an event that a newer one for its key replaces is never parsed in full), at the
+    /// same offset, except that a parse running out of input (`"\u"}`: a closed string to
+    /// framing, an escape missing its digits to the parser) ends at the object, not the event.
     pub fn next_raw(&mut self) -> Result<Option<RawEvent<T>>> {
         // The apiserver's envelope, complete before the last newline received, is split where it
         // lies: one scan finds the object's end (faster than a parse), and the skim reads just

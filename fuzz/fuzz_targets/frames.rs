@@ -32,12 +32,19 @@ enum Out {
 #[derive(Debug, PartialEq)]
 enum ErrorAt {
     Decode(u64),
+    /// The parser ran out of input inside a value that framing saw closed (`"\u"}` is a closed
+    /// string to framing, an escape missing its digits to the parser): reported at the end of what
+    /// was parsed, the event for `next_event`, the object for the raw path, one byte apart.
+    DecodeAtEnd,
     TooLarge,
     Eof(usize),
 }
 
 fn error_at(e: Error) -> ErrorAt {
     match e {
+        Error::Decode { message, .. } if message.starts_with("EOF while parsing") => {
+            ErrorAt::DecodeAtEnd
+        }
         Error::Decode { offset, .. } => ErrorAt::Decode(offset),
         Error::FrameTooLarge { .. } => ErrorAt::TooLarge,
         Error::UnexpectedEof { buffered } => ErrorAt::Eof(buffered),

@@ -441,9 +441,15 @@ fn the_event_decoder_reports_the_same_errors_at_the_same_offsets() {
 }
 
 /// A decode error as its kind and stream offset (messages differ: serde counts columns from the
-/// start of what it parses, the event or the object), any other error as its message.
+/// start of what it parses, the event or the object), any other error as its message. The parser
+/// running out of input inside a value that framing saw closed (`"\u"}`: a closed string to
+/// framing, an escape missing its digits to the parser) is reported at the end of what was parsed,
+/// the event or the object, one byte apart: such errors compare by kind alone.
 fn at(e: &Error) -> String {
     match e {
+        Error::Decode { message, .. } if message.starts_with("EOF while parsing") => {
+            "decode error: input ends inside a value".into()
+        }
         Error::Decode { offset, .. } => format!("decode error at {offset}"),
         e => e.to_string(),
     }
@@ -517,7 +523,7 @@ fn the_raw_path_equals_framing_then_decoding_at_every_cut() {
         .collect();
     bodies.push((
         "malformed after metadata, more fields, errors".into(),
-        b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"},\"data\":{\"x\":tru}}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\"}},\"extra\":{}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"c\"},\"data\":{\"y\":\"}\\\"\"}}}\n<html>502</html>\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}\n{\n \"type\": \"MODIFIED\",\n \"object\": {\"metadata\": {\"name\": \"p\"}}\n}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"way-too-long-for-the-limit-of-this-test\"},\"data\":{}}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"d\"}}}\n{\"type\":\"ADDED\",\"obj".to_vec(),
+        b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"2\"},\"data\":{\"x\":tru}}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"b\"}},\"extra\":{}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"c\"},\"data\":{\"y\":\"}\\\"\"}}}\n<html>502</html>\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":1}}}\n{\n \"type\": \"MODIFIED\",\n \"object\": {\"metadata\": {\"name\": \"p\"}}\n}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"way-too-long-for-the-limit-of-this-test\"},\"data\":{}}}\n{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"d\"}}}\n{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"e\"},\"t\":\"\\u\"}}\n{\"type\":\"ADDED\",\"obj".to_vec(),
         90,
     ));
     for (name, body, limit) in bodies {
