@@ -27,8 +27,8 @@
 //!   known to be gone.
 //! * `Watch`: a WATCH from the last seen version, with bookmarks and a random `timeoutSeconds`.
 //! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
-//!   included. A watch still silent 30 s past its own `timeoutSeconds` is treated as dead (the
-//!   server would have ended it by then), and watched again on a new connection.
+//!   included. A watch that sends nothing for its own `timeoutSeconds` + 30 s is treated as dead
+//!   (the server would have ended it by then), and watched again on a new connection.
 //! * `Backoff`: 0.8 s doubling to 30 s, each delay stretched by a random factor in [1, 2), reset after
 //!   2 minutes; a server's Retry-After is honoured when longer, up to the cap (30 s): a larger
 //!   Retry-After is clamped to the cap. Every failure backs off; the only immediate retries are

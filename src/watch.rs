@@ -345,7 +345,7 @@ impl fmt::Debug for RawObject {
 impl RawObject {
     fn span(&self, s: Span) -> &str {
         let (start, len) = (s.0 as usize, s.1 as usize);
-        // Checked when the span was made (a borrowed `&str` of this JSON): never fails.
+        // Checked as UTF-8 when the span was made (`Reader::metadata`): never fails.
         std::str::from_utf8(&self.json[start..start + len]).unwrap_or_default()
     }
 
@@ -392,6 +392,43 @@ impl RawObject {
         buf.push_str(self.name());
     }
 
+    /// Decodes the object into a [`Object`] and checks that its metadata says what was read from
+    /// its JSON when it arrived (namespace, name, resourceVersion), which the fifo coalesced on: a
+    /// JSON object that repeats `metadata`, for a type whose decode takes the last one, would
+    /// otherwise be stored under another key. A mismatch is an [`Error::Decode`].
+    ///
+    /// ```
+    /// use informer::{watch::{EventDecoder, RawEvent}, Error, Pod};
+    /// let mut dec = EventDecoder::<Pod>::new();
+    /// dec.push(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}\n");
+    /// let Some(RawEvent::Added(raw)) = dec.next_raw().unwrap() else { panic!() };
+    /// assert_eq!(raw.decode_object::<Pod>().unwrap().metadata.name, "a");
+    /// ```
+    pub fn decode_object<T: Object>(&self) -> Result<T> {
+        let obj: T = self.decode()?;
+        let meta = obj.meta();
+        if meta.namespace != self.namespace()
+            || meta.name != self.name()
+            || meta.resource_version != self.resource_version()
+        {
+            return Err(Error::Decode {
+                offset: self.offset,
+                excerpt: excerpt(&self.json, 0, 80),
+                message: format!(
+                    "the object decodes as {}/{} at resourceVersion {:?}, but its JSON was read as \
+                     {}/{} at {:?} (is `metadata` repeated?)",
+                    meta.namespace,
+                    meta.name,
+                    meta.resource_version,
+                    self.namespace(),
+                    self.name(),
+                    self.resource_version()
+                ),
+            });
+        }
+        Ok(obj)
+    }
+
     /// Decodes the object into its type; [`Error::Decode`] names the stream offset of the problem.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
         serde_json::from_slice(&self.json).map_err(|e| decode_error(&self.json, self.offset, &e))
@@ -408,7 +445,7 @@ pub enum RawEvent<T> {
     /// An object was deleted (its last state).
     Deleted(RawObject),
     /// Any other event, decoded at once: `BOOKMARK`, `ERROR`, or an object event whose metadata
-    /// could not be read without decoding it (escaped names, pretty-printed JSON).
+    /// could not be read without decoding it (escaped names, a value out of place).
     Decoded(WatchEvent<T>),
 }
 
@@ -425,9 +462,11 @@ struct RawEnvelope<'a> {
 /// JSON, by the bytes, without a parser: the object's end is known (framing found it), so the values
 /// it steps over need only be delimited, as framing delimits them, not parsed. It reads the object's
 /// top-level keys up to `metadata`, then `metadata`'s keys, and stops there. `None` where it cannot
-/// be sure (an escaped key or wanted value, a control character in one, anything not JSON in what
-/// it reads): the caller then decodes the event fully, which gives the event or the error. What it
-/// steps over is checked when the object is decoded.
+/// be sure (an escaped key or wanted value, a control character in one, a key, `:` or `,` out of
+/// place): the caller then decodes the event fully, which gives the event or the error. What it
+/// steps over is only delimited, and checked when the object is decoded; so is that the object's
+/// own metadata agrees with what was read here ([`RawObject::decode_object`]: a repeated
+/// `metadata` key, say).
 fn metadata_spans(object: &[u8]) -> Option<[Span; 4]> {
     let mut r = Reader { b: object, i: 0 };
     r.expect(b'{')?;
@@ -517,7 +556,7 @@ impl Reader<'_> {
             b'"' => {
                 let mut j = 1;
                 loop {
-                    j += memchr::memchr2(b'"', b'\\', &rest[j..])?;
+                    j += memchr::memchr2(b'"', b'\\', rest.get(j..)?)?;
                     if rest[j] == b'"' {
                         break j + 1;
                     }

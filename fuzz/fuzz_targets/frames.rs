@@ -6,7 +6,8 @@
 //! place) yields exactly what framing then decoding yields (events, and errors by kind and
 //! offset), for the one-shot and the chunked feed; and so does its raw path (what the reflector
 //! reads: objects left as JSON, split from the apiserver's envelope by their bytes), once each raw
-//! object is decoded.
+//! object is decoded as the fifo decodes it (`decode_object`, which also checks that the key and
+//! resourceVersion read from the bytes are the decoded object's).
 #![no_main]
 
 use informer::frame::FrameDecoder;
@@ -113,13 +114,13 @@ fn raw_decoder(data: &[u8], cuts: &[usize]) -> Events {
         loop {
             match dec.next_raw() {
                 Ok(Some(RawEvent::Added(raw))) => {
-                    out.push(raw.decode().map(WatchEvent::Added).map_err(error_at))
+                    out.push(raw.decode_object().map(WatchEvent::Added).map_err(error_at))
                 }
                 Ok(Some(RawEvent::Modified(raw))) => {
-                    out.push(raw.decode().map(WatchEvent::Modified).map_err(error_at))
+                    out.push(raw.decode_object().map(WatchEvent::Modified).map_err(error_at))
                 }
                 Ok(Some(RawEvent::Deleted(raw))) => {
-                    out.push(raw.decode().map(WatchEvent::Deleted).map_err(error_at))
+                    out.push(raw.decode_object().map(WatchEvent::Deleted).map_err(error_at))
                 }
                 Ok(Some(RawEvent::Decoded(e))) => out.push(Ok(e)),
                 Ok(None) => break,

@@ -906,7 +906,7 @@ impl<T: Object> FifoConsumer<T> {
         let shared = &self.shared;
         let transform = shared.transform.get();
         let mut decode = |raw: RawObject| {
-            let obj: T = raw.decode()?;
+            let obj: T = raw.decode_object()?;
             // Relaxed: a counter, single writer.
             shared.decoded.fetch_add(1, Ordering::Relaxed);
             Ok::<_, Error>(Arc::new(match transform {

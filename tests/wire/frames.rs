@@ -463,7 +463,7 @@ fn raw_events_of<T: informer::Object>(
 ) -> Vec<Result<WatchEvent<T>, String>> {
     let mut dec = EventDecoder::<T>::with_max_frame(limit);
     let mut out = Vec::new();
-    let decoded = |raw: &RawObject| raw.decode::<T>().map_err(|e| at(&e));
+    let decoded = |raw: &RawObject| raw.decode_object::<T>().map_err(|e| at(&e));
     for c in chunks {
         dec.push(c);
         loop {
@@ -555,4 +555,48 @@ fn an_object_malformed_after_its_metadata_is_found_when_decoded() {
         matches!(e, Error::Decode { offset, .. } if (tru..tru + 5).contains(&offset)),
         "{e:?}"
     );
+}
+
+/// A type whose decode takes the last of a repeated key (as `serde_json::Value` does), unlike the
+/// crate's derived types, which reject a repeated field.
+#[derive(Debug)]
+struct LastWins(informer::ObjectMeta);
+
+impl<'de> serde::Deserialize<'de> for LastWins {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        serde_json::from_value(v["metadata"].clone())
+            .map(LastWins)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+impl informer::Object for LastWins {
+    fn meta(&self) -> &informer::ObjectMeta {
+        &self.0
+    }
+    fn meta_mut(&mut self) -> &mut informer::ObjectMeta {
+        &mut self.0
+    }
+}
+
+#[test]
+fn an_object_that_decodes_to_another_key_than_was_read_is_a_decode_error() {
+    // The raw path reads the first `metadata`; a type that keeps the last would be stored under
+    // a key the fifo never coalesced on.
+    let line = b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"},\"metadata\":{\"name\":\"b\",\"resourceVersion\":\"1\"}}}\n";
+    let mut dec = EventDecoder::<LastWins>::new();
+    dec.push(line);
+    let Some(RawEvent::Added(raw)) = dec.next_raw().unwrap() else {
+        panic!("the raw path takes the apiserver's envelope");
+    };
+    assert_eq!(raw.name(), "a");
+    assert_eq!(raw.decode::<LastWins>().unwrap().0.name, "b");
+    let e = raw.decode_object::<LastWins>().unwrap_err();
+    assert!(
+        matches!(&e, Error::Decode { message, .. } if message.contains("repeated")),
+        "{e:?}"
+    );
+    // The crate's own types reject the repeated field outright.
+    assert!(raw.decode_object::<Pod>().is_err());
 }
