@@ -449,6 +449,27 @@ pub enum RawEvent<T> {
     Decoded(WatchEvent<T>),
 }
 
+impl<T: Object> RawEvent<T> {
+    /// The event with its object decoded as the fifo decodes it
+    /// ([`RawObject::decode_object`]).
+    ///
+    /// ```
+    /// use informer::{watch::{EventDecoder, WatchEvent}, Pod};
+    /// let mut dec = EventDecoder::<Pod>::new();
+    /// dec.push(b"{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
+    /// let event = dec.next_raw().unwrap().unwrap().decode().unwrap();
+    /// assert!(matches!(event, WatchEvent::Deleted(pod) if pod.metadata.name == "a"));
+    /// ```
+    pub fn decode(self) -> Result<WatchEvent<T>> {
+        Ok(match self {
+            RawEvent::Added(raw) => WatchEvent::Added(raw.decode_object()?),
+            RawEvent::Modified(raw) => WatchEvent::Modified(raw.decode_object()?),
+            RawEvent::Deleted(raw) => WatchEvent::Deleted(raw.decode_object()?),
+            RawEvent::Decoded(event) => event,
+        })
+    }
+}
+
 /// `{"type":...,"object":...}` with the object left unparsed (but validated), in either order.
 #[derive(Deserialize)]
 struct RawEnvelope<'a> {

@@ -2,7 +2,7 @@
 
 use crate::support::raw_server::{capture, fixture};
 use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, RawEvent, RawObject, WatchEvent, decode_event};
+use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{DynamicObject, EndpointSlice, Endpoints, Error, Pod};
 
 const WATCH_CAPTURES: &[&str] = &[
@@ -353,52 +353,76 @@ fn large_realistic_objects_decode() {
     assert_eq!(entries.len(), 2);
 }
 
-/// Everything an [`EventDecoder`] yields for `chunks` pushed in turn, errors as their messages.
-fn events_of<T: informer::Object>(
+/// How a test takes the next event out of an [`EventDecoder`].
+type Next<T> = fn(&mut EventDecoder<T>) -> Result<Option<WatchEvent<T>>, Error>;
+
+/// Everything an [`EventDecoder`] yields for `chunks` pushed in turn, each event taken with
+/// `next`, errors as `show` renders them.
+fn events_with<T: informer::Object>(
     chunks: &[&[u8]],
     limit: usize,
+    next: Next<T>,
+    show: fn(&Error) -> String,
 ) -> Vec<Result<WatchEvent<T>, String>> {
     let mut dec = EventDecoder::<T>::with_max_frame(limit);
     let mut out = Vec::new();
     for c in chunks {
         dec.push(c);
         loop {
-            match dec.next_event() {
+            match next(&mut dec) {
                 Ok(Some(e)) => out.push(Ok(e)),
                 Ok(None) => break,
-                Err(e) => out.push(Err(e.to_string())),
+                Err(e) => out.push(Err(show(&e))),
             }
         }
     }
     match dec.finish() {
         Ok(Some(e)) => out.push(Ok(e)),
         Ok(None) => {}
-        Err(e) => out.push(Err(e.to_string())),
+        Err(e) => out.push(Err(show(&e))),
     }
     out
 }
 
-/// The same through the two steps the event decoder fuses: frame, then decode each frame.
-fn framed_then_decoded<T: informer::Object>(
+/// [`events_with`] `next_event`, errors as their messages.
+fn events_of<T: informer::Object>(
+    chunks: &[&[u8]],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    events_with(chunks, limit, EventDecoder::next_event, Error::to_string)
+}
+
+/// The same through the two steps the event decoder fuses: frame, then decode each frame;
+/// errors as `show` renders them.
+fn framed_then_decoded_with<T: informer::Object>(
     body: &[u8],
     limit: usize,
+    show: fn(&Error) -> String,
 ) -> Vec<Result<WatchEvent<T>, String>> {
     let mut dec = FrameDecoder::with_max_frame(limit);
     dec.push(body);
     let mut out = Vec::new();
     loop {
         match dec.next_frame() {
-            Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| e.to_string())),
+            Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| show(&e))),
             Ok(None) => break,
-            Err(e) => out.push(Err(e.to_string())),
+            Err(e) => out.push(Err(show(&e))),
         }
     }
     match dec.finish() {
-        Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| e.to_string())),
+        Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| show(&e))),
         Ok(None) => {}
-        Err(e) => out.push(Err(e.to_string())),
+        Err(e) => out.push(Err(show(&e))),
     }
     out
+}
+
+/// [`framed_then_decoded_with`] errors as their messages.
+fn framed_then_decoded<T: informer::Object>(
+    body: &[u8],
+    limit: usize,
+) -> Vec<Result<WatchEvent<T>, String>> {
+    framed_then_decoded_with(body, limit, Error::to_string)
 }
 
 #[test]
@@ -456,60 +480,11 @@ fn at(e: &Error) -> String {
 }
 
 /// What the reflector sees: [`EventDecoder::next_raw`], each raw object then decoded as the fifo
-/// decodes it (errors as [`at`]).
-fn raw_events_of<T: informer::Object>(
-    chunks: &[&[u8]],
-    limit: usize,
-) -> Vec<Result<WatchEvent<T>, String>> {
-    let mut dec = EventDecoder::<T>::with_max_frame(limit);
-    let mut out = Vec::new();
-    let decoded = |raw: &RawObject| raw.decode_object::<T>().map_err(|e| at(&e));
-    for c in chunks {
-        dec.push(c);
-        loop {
-            match dec.next_raw() {
-                Ok(Some(RawEvent::Added(raw))) => out.push(decoded(&raw).map(WatchEvent::Added)),
-                Ok(Some(RawEvent::Modified(raw))) => {
-                    out.push(decoded(&raw).map(WatchEvent::Modified))
-                }
-                Ok(Some(RawEvent::Deleted(raw))) => {
-                    out.push(decoded(&raw).map(WatchEvent::Deleted))
-                }
-                Ok(Some(RawEvent::Decoded(e))) => out.push(Ok(e)),
-                Ok(None) => break,
-                Err(e) => out.push(Err(at(&e))),
-            }
-        }
-    }
-    match dec.finish() {
-        Ok(Some(e)) => out.push(Ok(e)),
-        Ok(None) => {}
-        Err(e) => out.push(Err(at(&e))),
-    }
-    out
-}
-
-/// [`framed_then_decoded`] with errors as [`at`].
-fn framed_then_decoded_at<T: informer::Object>(
-    body: &[u8],
-    limit: usize,
-) -> Vec<Result<WatchEvent<T>, String>> {
-    let mut dec = FrameDecoder::with_max_frame(limit);
-    dec.push(body);
-    let mut out = Vec::new();
-    loop {
-        match dec.next_frame() {
-            Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| at(&e))),
-            Ok(None) => break,
-            Err(e) => out.push(Err(at(&e))),
-        }
-    }
-    match dec.finish() {
-        Ok(Some(f)) => out.push(decode_event::<T>(&f).map_err(|e| at(&e))),
-        Ok(None) => {}
-        Err(e) => out.push(Err(at(&e))),
-    }
-    out
+/// decodes it ([`RawEvent::decode`]).
+fn next_raw_decoded<T: informer::Object>(
+    dec: &mut EventDecoder<T>,
+) -> Result<Option<WatchEvent<T>>, Error> {
+    dec.next_raw()?.map(RawEvent::decode).transpose()
 }
 
 #[test]
@@ -527,10 +502,15 @@ fn the_raw_path_equals_framing_then_decoding_at_every_cut() {
         90,
     ));
     for (name, body, limit) in bodies {
-        let reference = framed_then_decoded_at::<DynamicObject>(&body, limit);
+        let reference = framed_then_decoded_with::<DynamicObject>(&body, limit, at);
         for cut in 0..=body.len() {
             assert_eq!(
-                raw_events_of::<DynamicObject>(&[&body[..cut], &body[cut..]], limit),
+                events_with::<DynamicObject>(
+                    &[&body[..cut], &body[cut..]],
+                    limit,
+                    next_raw_decoded,
+                    at
+                ),
                 reference,
                 "{name} cut at {cut}"
             );
