@@ -30,7 +30,7 @@ fn events(keys: usize) -> Vec<Delta<Pod>> {
             let mut p = Pod::default();
             p.metadata.namespace = "bench".into();
             p.metadata.name = format!("pod-{}", (i * 7919) % keys);
-            p.metadata.resource_version = (i + 1).to_string();
+            p.metadata.resource_version = (i + 1).to_string().into();
             Delta::Modified(Arc::new(p))
         })
         .collect()

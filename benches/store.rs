@@ -23,7 +23,7 @@ fn pod(ns: usize, name: usize, rv: usize) -> Arc<Pod> {
     let mut p = Pod::default();
     p.metadata.namespace = format!("namespace-{ns}");
     p.metadata.name = format!("pod-{name}-abcde");
-    p.metadata.resource_version = rv.to_string();
+    p.metadata.resource_version = rv.to_string().into();
     Arc::new(p)
 }
 

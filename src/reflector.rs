@@ -528,7 +528,7 @@ impl<T: Object + Clone> Reflector<T> {
         tracing::info!(resource_version = %list_rv, "listed");
         // Recorded before the list can complete in the fifo: whoever sees the sync (kwatch's
         // SYNCED line) reads this list's summary from the health, never the one before.
-        self.listed(list_rv.clone(), listed_objects);
+        self.listed(list_rv.to_string(), listed_objects);
         if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
             return State::Stopped;
         }

@@ -38,7 +38,7 @@ async fn compaction_expires_continue_tokens_and_exact_lists_but_not_the_watch_ca
             .await;
         }
         let first = cms.list(&ListParams::default().limit(2)).await.unwrap();
-        let snapshot = first.metadata.resource_version.clone();
+        let snapshot = first.metadata.resource_version.to_string();
         let token = first.metadata.continue_token.clone();
         let late = post(
             &client,

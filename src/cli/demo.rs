@@ -378,7 +378,7 @@ fn store_state<T: Object + Clone>(informer: &Informer<T>) -> BTreeMap<String, St
         .store()
         .list()
         .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
+        .map(|o| (o.meta().key(), o.meta().resource_version.to_string()))
         .collect()
 }
 

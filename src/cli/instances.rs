@@ -49,8 +49,8 @@ pub struct Row {
     pub ready: bool,
     pub serving: bool,
     pub terminating: bool,
-    pub zone: Option<String>,
-    pub node: Option<String>,
+    pub zone: Option<informer::model::SmolStr>,
+    pub node: Option<informer::model::SmolStr>,
     /// `namespace/name` of the Pod behind the endpoint.
     pub pod: Option<String>,
 }
@@ -236,8 +236,8 @@ fn print_view(out: &mut Out, view: &View, format: Format) -> CliResult {
                 i.ready.to_string(),
                 i.serving.to_string(),
                 i.terminating.to_string(),
-                i.zone.clone().unwrap_or_default(),
-                i.node.clone().unwrap_or_default(),
+                i.zone.as_deref().unwrap_or_default().to_string(),
+                i.node.as_deref().unwrap_or_default().to_string(),
                 i.pod.clone().unwrap_or_default(),
             ]
         })

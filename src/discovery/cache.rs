@@ -1059,11 +1059,7 @@ fn notify_on_change<T: Object + Clone>(
 }
 
 fn service_of(slice: &EndpointSlice) -> Option<&str> {
-    slice
-        .metadata
-        .labels
-        .get(SERVICE_NAME_LABEL)
-        .map(String::as_str)
+    slice.metadata.labels.get(SERVICE_NAME_LABEL)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use smol_str::SmolStr;
+
 use super::snapshot::{Instance, InstanceMetadata, ServiceState, TopologyFilter};
 use super::{DiscoveryOptions, IpFamilyPreference, MANAGED_BY_LABEL, OVER_CAPACITY_ANNOTATION};
 use crate::model::{
@@ -42,8 +44,8 @@ pub(crate) struct Merged {
 /// An instance before selection, with what selection needs.
 struct Candidate {
     instance: Instance,
-    for_zones: Vec<String>,
-    for_nodes: Vec<String>,
+    for_zones: Vec<SmolStr>,
+    for_nodes: Vec<SmolStr>,
 }
 
 /// Rules 1–9 over a Service's slices.
@@ -103,7 +105,7 @@ pub(crate) fn from_slices(slices: &[ObservedSlice], ctx: &MergeContext<'_>) -> M
 
 /// The port named `ctx.port_name` among `ports` (an EndpointSlice's or an Endpoints subset's): its
 /// number, and its appProtocol or else the Service port's.
-fn selected_port(ports: &[EndpointPort], ctx: &MergeContext<'_>) -> Option<(u16, Option<String>)> {
+fn selected_port(ports: &[EndpointPort], ctx: &MergeContext<'_>) -> Option<(u16, Option<SmolStr>)> {
     let port = ports
         .iter()
         .find(|p| p.name.as_deref().unwrap_or("") == ctx.port_name)?;
@@ -159,7 +161,7 @@ fn endpoints_candidate(
     addr: &EndpointAddress,
     ready: bool,
     port: u16,
-    app_protocol: &Option<String>,
+    app_protocol: &Option<SmolStr>,
     ctx: &MergeContext<'_>,
 ) -> Option<Candidate> {
     let address = addr.ip.parse::<IpAddr>().ok()?;
@@ -240,7 +242,7 @@ fn select(mut candidates: Vec<Candidate>, options: &DiscoveryOptions, truncated:
 fn keep_hinted(
     candidates: &mut Vec<Candidate>,
     here: &str,
-    hints: impl Fn(&Candidate) -> &Vec<String>,
+    hints: impl Fn(&Candidate) -> &Vec<SmolStr>,
 ) -> bool {
     if candidates.is_empty() || candidates.iter().any(|c| hints(c).is_empty()) {
         return false;
@@ -283,7 +285,7 @@ fn drop_other_family(candidates: &mut Vec<Candidate>, preference: IpFamilyPrefer
     });
 }
 
-fn names(v: &[ForName]) -> Vec<String> {
+fn names(v: &[ForName]) -> Vec<SmolStr> {
     v.iter().map(|n| n.name.clone()).collect()
 }
 
@@ -307,13 +309,13 @@ fn pod_metadata(pod: Option<&str>, ctx: &MergeContext<'_>) -> Option<Arc<Instanc
     (ctx.pod)(ns, name)
 }
 
-fn service_app_protocol(ctx: &MergeContext<'_>) -> Option<String> {
+fn service_app_protocol(ctx: &MergeContext<'_>) -> Option<SmolStr> {
     ctx.service?
         .spec
         .ports
         .iter()
         .find(|p| p.name.as_deref().unwrap_or("") == ctx.port_name)
-        .and_then(|p| p.app_protocol.clone())
+        .and_then(|p| p.app_protocol.as_deref().map(SmolStr::new))
 }
 
 /// The metadata an instance carries for a Pod: labels, annotations (without kubectl's copy of the

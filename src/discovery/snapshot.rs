@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 /// What is known about a Service.
 ///
@@ -128,15 +129,15 @@ pub struct Instance {
     /// `conditions.terminating` (`None` read as false).
     pub terminating: bool,
     /// The endpoint's zone (`zone`), when known.
-    pub zone: Option<String>,
+    pub zone: Option<SmolStr>,
     /// The node the endpoint runs on (`nodeName`), when known.
-    pub node: Option<String>,
+    pub node: Option<SmolStr>,
     /// The endpoint's `hostname`, when set.
-    pub hostname: Option<String>,
+    pub hostname: Option<SmolStr>,
     /// The target Pod as `namespace/name`, when `targetRef` is a Pod.
     pub pod: Option<String>,
     /// The port's `appProtocol` (from the slice, else the Service port).
-    pub app_protocol: Option<String>,
+    pub app_protocol: Option<SmolStr>,
     /// Pod labels and annotations, when [`pod_metadata`](super::DiscoveryOptions::pod_metadata)
     /// is on and the Pod is cached.
     #[serde(default, with = "shared_metadata")]

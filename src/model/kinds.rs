@@ -4,10 +4,15 @@
 //! They carry the fields an informer, a discovery client or a controller reads. Fields the structs do
 //! not name are skipped while decoding (never an error); use [`DynamicObject`](crate::DynamicObject)
 //! when every field must survive a round trip.
+//!
+//! Short strings that every endpoint repeats (addresses, node names, zones, port names, protocols,
+//! references) are [`SmolStr`]s: up to 23 bytes inline, without an allocation. A `SmolStr` reads
+//! as a `&str` (`Deref`, `as_str`, `==` with `str` and `String`) and is built with `.into()`.
 
 use super::StringMap;
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 use super::meta::{exact_vec, null_as_default};
 use super::{ApiResource, Object, ObjectMeta, Resource};
@@ -310,13 +315,13 @@ pub struct EndpointSubset {
 pub struct EndpointAddress {
     /// `ip` of the Kubernetes API's `EndpointAddress`.
     #[serde(default)]
-    pub ip: String,
+    pub ip: SmolStr,
     /// `hostname` of the Kubernetes API's `EndpointAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub hostname: Option<SmolStr>,
     /// `nodeName` of the Kubernetes API's `EndpointAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub node_name: Option<SmolStr>,
     /// `targetRef` of the Kubernetes API's `EndpointAddress`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<ObjectReference>,
@@ -327,17 +332,17 @@ pub struct EndpointAddress {
 #[serde(rename_all = "camelCase")]
 pub struct ObjectReference {
     /// `kind` of the Kubernetes API's `ObjectReference`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub kind: String,
+    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
+    pub kind: SmolStr,
     /// `namespace` of the Kubernetes API's `ObjectReference`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
+    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
+    pub namespace: SmolStr,
     /// `name` of the Kubernetes API's `ObjectReference`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub name: String,
+    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
+    pub name: SmolStr,
     /// `uid` of the Kubernetes API's `ObjectReference`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub uid: String,
+    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
+    pub uid: SmolStr,
 }
 
 /// A port of an Endpoints subset or an EndpointSlice.
@@ -346,16 +351,16 @@ pub struct ObjectReference {
 pub struct EndpointPort {
     /// `name` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<SmolStr>,
     /// `port` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<i32>,
     /// `protocol` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub protocol: Option<String>,
+    pub protocol: Option<SmolStr>,
     /// `appProtocol` of the Kubernetes API's `EndpointPort`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub app_protocol: Option<String>,
+    pub app_protocol: Option<SmolStr>,
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -380,7 +385,7 @@ pub struct EndpointSlice {
     pub metadata: ObjectMeta,
     /// `IPv4`, `IPv6` or `FQDN`.
     #[serde(default)]
-    pub address_type: String,
+    pub address_type: SmolStr,
     /// `endpoints` of the Kubernetes API's `EndpointSlice`.
     #[serde(default, deserialize_with = "exact_vec")]
     pub endpoints: Vec<Endpoint>,
@@ -406,22 +411,22 @@ kind!(
 pub struct Endpoint {
     /// `addresses` of the Kubernetes API's `Endpoint`.
     #[serde(default, deserialize_with = "exact_vec")]
-    pub addresses: Vec<String>,
+    pub addresses: Vec<SmolStr>,
     /// `conditions` of the Kubernetes API's `Endpoint`.
     #[serde(default)]
     pub conditions: EndpointConditions,
     /// `hostname` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
+    pub hostname: Option<SmolStr>,
     /// `targetRef` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_ref: Option<ObjectReference>,
     /// `nodeName` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub node_name: Option<SmolStr>,
     /// `zone` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
+    pub zone: Option<SmolStr>,
     /// `hints` of the Kubernetes API's `Endpoint`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hints: Option<EndpointHints>,
@@ -474,7 +479,7 @@ pub struct EndpointHints {
 pub struct ForName {
     /// `name` of the Kubernetes API's `ForName`.
     #[serde(default)]
-    pub name: String,
+    pub name: SmolStr,
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -484,7 +489,7 @@ pub struct ForName {
 ///
 /// ```
 /// let c: informer::ConfigMap = serde_json::from_str(r#"{"metadata":{"name":"c"},"data":{"k":"v"}}"#).unwrap();
-/// assert_eq!(c.data["k"], "v");
+/// assert_eq!(&c.data["k"], "v");
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -7,6 +7,7 @@
 use super::StringMap;
 
 use serde::{Deserialize, Serialize};
+use smol_str::SmolStr;
 
 /// `apiVersion` and `kind`, as carried by every top-level object.
 ///
@@ -36,7 +37,7 @@ pub struct TypeMeta {
 ///     r#"{"name":"web","namespace":"default","resourceVersion":"42","labels":{"app":"web"}}"#,
 /// ).unwrap();
 /// assert_eq!(m.resource_version, "42");
-/// assert_eq!(m.labels["app"], "web");
+/// assert_eq!(&m.labels["app"], "web");
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -57,17 +58,17 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub uid: String,
     /// Opaque version string; compare for equality only, unless both sides parse as integers.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resource_version: String,
+    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
+    pub resource_version: SmolStr,
     /// The generation of the desired state (`spec`), bumped by the server on change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
     /// When the object was created (RFC 3339; see [`crate::model::time`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creation_timestamp: Option<String>,
+    pub creation_timestamp: Option<SmolStr>,
     /// When deletion was requested (RFC 3339); set while finalizers run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deletion_timestamp: Option<String>,
+    pub deletion_timestamp: Option<SmolStr>,
     /// The grace period of a requested deletion, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_grace_period_seconds: Option<i64>,
@@ -205,8 +206,8 @@ pub struct OwnerReference {
 #[serde(rename_all = "camelCase")]
 pub struct ListMeta {
     /// The version of the list (watch from here).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub resource_version: String,
+    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
+    pub resource_version: SmolStr,
     /// Token for the next page; empty on the last page.
     #[serde(default, rename = "continue", skip_serializing_if = "String::is_empty")]
     pub continue_token: String,

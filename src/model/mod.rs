@@ -16,5 +16,6 @@ pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use kinds::*;
 pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
 pub use resource::{ApiResource, Object, Resource};
+pub use smol_str::SmolStr;
 pub use status::{Status, StatusCause, StatusDetails};
 pub use string_map::StringMap;

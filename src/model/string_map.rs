@@ -1,33 +1,41 @@
 //! [`StringMap`]: labels, annotations, selectors and ConfigMap data, held compactly.
 //!
 //! These maps are small (a handful of entries) and there is one or two in every cached object, so
-//! their layout decides much of a cache's size. A `BTreeMap<String, String>` allocates a 544-byte
-//! node for even one entry; a `StringMap` is one exact-size sorted vector: 48 bytes per entry. On
-//! 10,000 Endpoints with two small maps each that is about 10 MB less; lookups are a binary search
-//! over a few entries. The API follows `BTreeMap`'s (key order, `get`, `insert`, `iter`, ...).
+//! their layout decides much of a cache's size and of the time it takes to decode one. A
+//! `BTreeMap<String, String>` allocates a 544-byte node for even one entry, plus one allocation per
+//! key and per value; a `StringMap` is two exact-size allocations whatever its length: the keys
+//! and values one after another in key order, and where each one ends. Four labels of Endpoints
+//! take about 150 bytes this way, against about 500 as a sorted vector of `String` pairs and 800
+//! as a `BTreeMap`. Lookups are a binary search over a few entries. The API follows `BTreeMap`'s
+//! (key order, `get`, `insert`, `iter`, ...), with `&str` where it gives `&String`.
 //!
-//! Invariant: `entries` is sorted by key, with no key twice.
+//! Invariants: `ends` holds two offsets per entry (where its key ends, where its value ends), each
+//! at a `char` boundary of `text` and none smaller than the one before; the last is `text.len()`;
+//! keys are in strictly increasing order (sorted, no key twice).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::de::{MapAccess, Visitor};
+use serde::de::{DeserializeSeed, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A map from string to string in key order, stored as one sorted vector.
+/// A map from string to string in key order, stored in two exact-size allocations.
 ///
 /// ```
 /// use informer::StringMap;
 /// let mut labels = StringMap::from([("app", "web"), ("tier", "front")]);
-/// assert_eq!(labels.get("app").map(String::as_str), Some("web"));
+/// assert_eq!(labels.get("app"), Some("web"));
 /// assert_eq!(labels.insert("app".into(), "api".into()).as_deref(), Some("web"));
-/// assert_eq!(labels.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), ["app", "tier"]);
+/// assert_eq!(labels.keys().collect::<Vec<_>>(), ["app", "tier"]);
 /// let back: StringMap = serde_json::from_str(r#"{"b":"2","a":"1"}"#).unwrap();
 /// assert_eq!(serde_json::to_string(&back).unwrap(), r#"{"a":"1","b":"2"}"#);
 /// ```
-#[derive(Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
 pub struct StringMap {
-    entries: Vec<(String, String)>,
+    /// Every key followed by its value, entries in key order.
+    text: Box<str>,
+    /// `ends[2 * i]`: where key `i` ends in `text`; `ends[2 * i + 1]`: where its value ends.
+    ends: Box<[u32]>,
 }
 
 impl StringMap {
@@ -36,25 +44,44 @@ impl StringMap {
     /// ```
     /// assert!(informer::StringMap::new().is_empty());
     /// ```
-    pub const fn new() -> StringMap {
-        StringMap {
-            entries: Vec::new(),
-        }
+    pub fn new() -> StringMap {
+        StringMap::default()
+    }
+
+    /// Entry `i`: its key and its value.
+    fn entry(&self, i: usize) -> (&str, &str) {
+        let start = if i == 0 {
+            0
+        } else {
+            self.ends[2 * i - 1] as usize
+        };
+        let key_end = self.ends[2 * i] as usize;
+        let value_end = self.ends[2 * i + 1] as usize;
+        (&self.text[start..key_end], &self.text[key_end..value_end])
     }
 
     fn find(&self, key: &str) -> Result<usize, usize> {
-        self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.entry(mid).0.cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
     }
 
     /// The value of `key`.
     ///
     /// ```
     /// let m = informer::StringMap::from([("a", "1")]);
-    /// assert_eq!(m.get("a").unwrap(), "1");
+    /// assert_eq!(m.get("a"), Some("1"));
     /// assert!(m.get("b").is_none());
     /// ```
-    pub fn get(&self, key: &str) -> Option<&String> {
-        self.find(key).ok().map(|i| &self.entries[i].1)
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.find(key).ok().map(|i| self.entry(i).1)
     }
 
     /// Whether `key` is present.
@@ -66,7 +93,7 @@ impl StringMap {
         self.find(key).is_ok()
     }
 
-    /// Sets `key` to `value`; returns the previous value.
+    /// Sets `key` to `value`; returns the previous value. Rewrites the map (it is a few entries).
     ///
     /// ```
     /// let mut m = informer::StringMap::new();
@@ -74,13 +101,21 @@ impl StringMap {
     /// assert_eq!(m.insert("a".into(), "2".into()).as_deref(), Some("1"));
     /// ```
     pub fn insert(&mut self, key: String, value: String) -> Option<String> {
-        match self.find(&key) {
-            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, value)),
+        let mut entries: Vec<(&str, &str)> = self.iter().collect();
+        let old = match self.find(&key) {
+            Ok(i) => Some(
+                std::mem::replace(&mut entries[i], (&key, &value))
+                    .1
+                    .to_string(),
+            ),
             Err(i) => {
-                self.entries.insert(i, (key, value));
+                entries.insert(i, (&key, &value));
                 None
             }
-        }
+        };
+        let map = StringMap::from_sorted(entries);
+        *self = map;
+        old
     }
 
     /// Removes `key`; returns its value.
@@ -91,7 +126,12 @@ impl StringMap {
     /// assert!(m.is_empty());
     /// ```
     pub fn remove(&mut self, key: &str) -> Option<String> {
-        self.find(key).ok().map(|i| self.entries.remove(i).1)
+        let i = self.find(key).ok()?;
+        let mut entries: Vec<(&str, &str)> = self.iter().collect();
+        let (_, value) = entries.remove(i);
+        let value = value.to_string();
+        *self = StringMap::from_sorted(entries);
+        Some(value)
     }
 
     /// Number of entries.
@@ -100,7 +140,7 @@ impl StringMap {
     /// assert_eq!(informer::StringMap::from([("a", "1")]).len(), 1);
     /// ```
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.ends.len() / 2
     }
 
     /// Whether the map is empty.
@@ -109,7 +149,7 @@ impl StringMap {
     /// assert!(informer::StringMap::default().is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.ends.is_empty()
     }
 
     /// Removes every entry.
@@ -120,18 +160,21 @@ impl StringMap {
     /// assert!(m.is_empty());
     /// ```
     pub fn clear(&mut self) {
-        self.entries = Vec::new();
+        *self = StringMap::default();
     }
 
     /// The entries in key order.
     ///
     /// ```
     /// let m = informer::StringMap::from([("b", "2"), ("a", "1")]);
-    /// let v: Vec<_> = m.iter().collect();
-    /// assert_eq!(v[0], (&"a".to_string(), &"1".to_string()));
+    /// assert_eq!(m.iter().collect::<Vec<_>>(), [("a", "1"), ("b", "2")]);
     /// ```
     pub fn iter(&self) -> Iter<'_> {
-        Iter(self.entries.iter())
+        Iter {
+            map: self,
+            front: 0,
+            back: self.len(),
+        }
     }
 
     /// The keys in order.
@@ -140,8 +183,8 @@ impl StringMap {
     /// let m = informer::StringMap::from([("b", "2"), ("a", "1")]);
     /// assert_eq!(m.keys().collect::<Vec<_>>(), ["a", "b"]);
     /// ```
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        self.entries.iter().map(|(k, _)| k)
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.iter().map(|(k, _)| k)
     }
 
     /// The values in key order.
@@ -150,51 +193,99 @@ impl StringMap {
     /// let m = informer::StringMap::from([("b", "2"), ("a", "1")]);
     /// assert_eq!(m.values().collect::<Vec<_>>(), ["1", "2"]);
     /// ```
-    pub fn values(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
-        self.entries.iter().map(|(_, v)| v)
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &str> + ExactSizeIterator {
+        self.iter().map(|(_, v)| v)
+    }
+
+    /// Builds the map from entries already in strictly increasing key order.
+    fn from_sorted<K: AsRef<str>, V: AsRef<str>>(entries: Vec<(K, V)>) -> StringMap {
+        let len: usize = entries
+            .iter()
+            .map(|(k, v)| k.as_ref().len() + v.as_ref().len())
+            .sum();
+        let mut text = String::with_capacity(len);
+        let mut ends = Vec::with_capacity(2 * entries.len());
+        for (k, v) in &entries {
+            text.push_str(k.as_ref());
+            ends.push(offset(text.len()));
+            text.push_str(v.as_ref());
+            ends.push(offset(text.len()));
+        }
+        StringMap {
+            text: text.into_boxed_str(),
+            ends: ends.into_boxed_slice(),
+        }
     }
 
     /// Builds the map from entries in any order; a later entry wins over an earlier one with the
-    /// same key (as with repeated `insert`), and no capacity is left over.
-    fn from_entries(mut entries: Vec<(String, String)>) -> StringMap {
+    /// same key (as with repeated `insert`).
+    fn from_entries<K: AsRef<str>, V: AsRef<str>>(mut entries: Vec<(K, V)>) -> StringMap {
         // Stable, so among equal keys the last one given is last; keep that one.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut out: Vec<(String, String)> = Vec::with_capacity(entries.len());
+        entries.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        let mut unique: Vec<(K, V)> = Vec::with_capacity(entries.len());
         for e in entries {
-            match out.last_mut() {
-                Some(last) if last.0 == e.0 => *last = e,
-                _ => out.push(e),
+            match unique.last_mut() {
+                Some(last) if last.0.as_ref() == e.0.as_ref() => *last = e,
+                _ => unique.push(e),
             }
         }
-        out.shrink_to_fit();
-        StringMap { entries: out }
+        StringMap::from_sorted(unique)
+    }
+}
+
+/// An offset into a map's text. Maps come from JSON frames, which are bounded far below 4 GiB;
+/// a map built in code past that is a bug worth a panic.
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).expect("a StringMap holds less than 4 GiB")
+}
+
+impl PartialOrd for StringMap {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for StringMap {
+    /// Entry by entry, as a `BTreeMap`'s.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.iter().cmp(other.iter())
     }
 }
 
 /// Iterator over a [`StringMap`]'s entries in key order.
 #[derive(Clone, Debug)]
-pub struct Iter<'a>(std::slice::Iter<'a, (String, String)>);
+pub struct Iter<'a> {
+    map: &'a StringMap,
+    front: usize,
+    back: usize,
+}
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = (&'a String, &'a String);
+    type Item = (&'a str, &'a str);
     fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(k, v)| (k, v))
+        (self.front < self.back).then(|| {
+            self.front += 1;
+            self.map.entry(self.front - 1)
+        })
     }
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.0.size_hint()
+        (self.back - self.front, Some(self.back - self.front))
     }
 }
 
 impl DoubleEndedIterator for Iter<'_> {
     fn next_back(&mut self) -> Option<Self::Item> {
-        self.0.next_back().map(|(k, v)| (k, v))
+        (self.front < self.back).then(|| {
+            self.back -= 1;
+            self.map.entry(self.back)
+        })
     }
 }
 
 impl ExactSizeIterator for Iter<'_> {}
 
 impl<'a> IntoIterator for &'a StringMap {
-    type Item = (&'a String, &'a String);
+    type Item = (&'a str, &'a str);
     type IntoIter = Iter<'a>;
     fn into_iter(self) -> Iter<'a> {
         self.iter()
@@ -205,7 +296,10 @@ impl IntoIterator for StringMap {
     type Item = (String, String);
     type IntoIter = std::vec::IntoIter<(String, String)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.entries.into_iter()
+        self.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+            .into_iter()
     }
 }
 
@@ -214,16 +308,16 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for StringMap {
         StringMap::from_entries(
             iter.into_iter()
                 .map(|(k, v)| (k.into(), v.into()))
-                .collect(),
+                .collect::<Vec<(String, String)>>(),
         )
     }
 }
 
 impl<K: Into<String>, V: Into<String>> Extend<(K, V)> for StringMap {
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, iter: I) {
-        for (k, v) in iter {
-            self.insert(k.into(), v.into());
-        }
+        let mut entries: Vec<(String, String)> = std::mem::take(self).into_iter().collect();
+        entries.extend(iter.into_iter().map(|(k, v)| (k.into(), v.into())));
+        *self = StringMap::from_entries(entries);
     }
 }
 
@@ -236,22 +330,20 @@ impl<K: Into<String>, V: Into<String>, const N: usize> From<[(K, V); N]> for Str
 impl From<BTreeMap<String, String>> for StringMap {
     fn from(map: BTreeMap<String, String>) -> StringMap {
         // Already in key order with unique keys.
-        StringMap {
-            entries: map.into_iter().collect(),
-        }
+        StringMap::from_sorted(map.into_iter().collect())
     }
 }
 
 impl From<StringMap> for BTreeMap<String, String> {
     fn from(map: StringMap) -> BTreeMap<String, String> {
-        map.entries.into_iter().collect()
+        map.into_iter().collect()
     }
 }
 
 impl std::ops::Index<&str> for StringMap {
-    type Output = String;
+    type Output = str;
     /// Panics if `key` is absent, like `BTreeMap`'s.
-    fn index(&self, key: &str) -> &String {
+    fn index(&self, key: &str) -> &str {
         self.get(key).expect("no entry found for key")
     }
 }
@@ -268,8 +360,37 @@ impl Serialize for StringMap {
     }
 }
 
+/// Appends a JSON string to the text being built, without a `String` of its own.
+struct AppendStr<'a>(&'a mut String);
+
+impl<'de> DeserializeSeed<'de> for AppendStr<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AppendStr<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<(), E> {
+        self.0.push_str(s);
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// The text and ends of the map being decoded, reused so that a decode allocates the map's
+    /// two exact-size boxes and nothing else. Taken out while in use (a nested decode gets fresh
+    /// ones).
+    static SCRATCH: std::cell::Cell<(String, Vec<u32>)> = const { std::cell::Cell::new((String::new(), Vec::new())) };
+}
+
 impl<'de> Deserialize<'de> for StringMap {
-    /// A JSON object of strings; `null` reads as empty (Go writes nil maps as `null`).
+    /// A JSON object of strings; `null` reads as empty (Go writes nil maps as `null`). Go writes
+    /// its maps in key order, so that case is read straight into place; others are sorted after.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StringMap, D::Error> {
         struct MapVisitor;
         impl<'de> Visitor<'de> for MapVisitor {
@@ -287,15 +408,55 @@ impl<'de> Deserialize<'de> for StringMap {
                 d.deserialize_map(MapVisitor)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringMap, A::Error> {
-                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
-                while let Some(entry) = map.next_entry::<String, String>()? {
-                    entries.push(entry);
-                }
-                Ok(StringMap::from_entries(entries))
+                let (mut text, mut ends) = SCRATCH.take();
+                text.clear();
+                ends.clear();
+                let read = read_entries(&mut map, &mut text, &mut ends);
+                let result = read.map(|sorted| {
+                    if sorted {
+                        StringMap {
+                            text: text.as_str().into(),
+                            ends: ends.as_slice().into(),
+                        }
+                    } else {
+                        let scanned = StringMap {
+                            text: std::mem::take(&mut text).into_boxed_str(),
+                            ends: std::mem::take(&mut ends).into_boxed_slice(),
+                        };
+                        StringMap::from_entries(scanned.iter().collect())
+                    }
+                });
+                SCRATCH.set((text, ends));
+                result
             }
         }
         d.deserialize_option(MapVisitor)
     }
+}
+
+/// Reads a JSON object's entries into `text`/`ends`; returns whether the keys came in strictly
+/// increasing order (else the caller sorts them and keeps the last of equal keys).
+fn read_entries<'de, A: MapAccess<'de>>(
+    map: &mut A,
+    text: &mut String,
+    ends: &mut Vec<u32>,
+) -> Result<bool, A::Error> {
+    let mut sorted = true;
+    let too_long = || serde::de::Error::custom("a map of strings of 4 GiB or more");
+    while map.next_key_seed(AppendStr(text))?.is_some() {
+        let key_end = text.len();
+        if let Some(&prev_value_end) = ends.last() {
+            let n = ends.len();
+            let prev_start = if n >= 3 { ends[n - 3] as usize } else { 0 };
+            let prev_key = &text[prev_start..ends[n - 2] as usize];
+            let key = &text[prev_value_end as usize..key_end];
+            sorted &= prev_key < key;
+        }
+        ends.push(u32::try_from(key_end).map_err(|_| too_long())?);
+        map.next_value_seed(AppendStr(text))?;
+        ends.push(u32::try_from(text.len()).map_err(|_| too_long())?);
+    }
+    Ok(sorted)
 }
 
 #[cfg(test)]
@@ -305,16 +466,31 @@ mod tests {
     #[test]
     fn sorted_unique_and_the_last_duplicate_wins() {
         let m: StringMap = serde_json::from_str(r#"{"b":"1","a":"2","b":"3"}"#).unwrap();
-        assert_eq!(
-            m.iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect::<Vec<_>>(),
-            [("a", "2"), ("b", "3")]
-        );
-        assert_eq!(m.entries.capacity(), 2);
+        assert_eq!(m.iter().collect::<Vec<_>>(), [("a", "2"), ("b", "3")]);
+        assert_eq!((&*m.text, &*m.ends), ("a2b3", &[1, 2, 3, 4][..]));
         let n: StringMap = serde_json::from_str("null").unwrap();
         assert!(n.is_empty());
         assert!(serde_json::from_str::<StringMap>(r#"{"a":1}"#).is_err());
+    }
+
+    #[test]
+    fn escapes_decode_and_maps_compare_entry_by_entry() {
+        let m: StringMap = serde_json::from_str(r#"{"a\"b":"\u00e9","c":""}"#).unwrap();
+        assert_eq!(m.iter().collect::<Vec<_>>(), [("a\"b", "é"), ("c", "")]);
+        assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"a\"b":"é","c":""}"#);
+        let empty: StringMap = serde_json::from_str("{}").unwrap();
+        assert_eq!((empty.text.len(), empty.ends.len()), (0, 0));
+        // Entry by entry, as BTreeMap compares: ("a", "bc") < ("ab", "c") although "abc" == "abc".
+        let (x, y) = (
+            StringMap::from([("a", "bc")]),
+            StringMap::from([("ab", "c")]),
+        );
+        assert!(x < y);
+        assert_ne!(x, y);
+        assert_eq!(
+            x.cmp(&y),
+            BTreeMap::from(x.clone()).cmp(&BTreeMap::from(y.clone()))
+        );
     }
 
     #[test]
@@ -329,7 +505,7 @@ mod tests {
         }
         assert_eq!(m.remove("x"), b.remove("x"));
         assert_eq!(m.remove("nope"), b.remove("nope"));
-        assert!(m.iter().eq(b.iter()));
+        assert!(m.iter().eq(b.iter().map(|(k, v)| (k.as_str(), v.as_str()))));
         assert_eq!(BTreeMap::from(m.clone()), b);
         assert_eq!(StringMap::from(b), m);
     }

@@ -36,8 +36,8 @@ impl Requirement {
         match self {
             Requirement::Equals(k, v) => labels.get(k) == Some(v),
             Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
-            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.contains(v)),
-            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.contains(v)),
+            Requirement::In(k, vs) => labels.get(k).is_some_and(|v| vs.iter().any(|x| x == v)),
+            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|v| !vs.iter().any(|x| x == v)),
             Requirement::Exists(k) => labels.contains_key(k),
             Requirement::DoesNotExist(k) => !labels.contains_key(k),
         }

@@ -187,7 +187,7 @@ async fn an_http2_watch_that_goes_silent_after_its_headers_fails_within_45_secon
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "a");
 
     let list = api.list(&ListParams::default()).await.unwrap();
-    let rv = list.metadata.resource_version.clone();
+    let rv = list.metadata.resource_version.to_string();
     let mut stream = api
         .watch(&WatchParams::default().resource_version(&rv).timeout(3600))
         .await

@@ -95,7 +95,7 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
                     store_sizes.lock().unwrap().push(store.len());
                     let value = store
                         .get_key(&key)
-                        .map(|cm| cm.data.get("v").cloned().unwrap_or_default());
+                        .map(|cm| cm.data.get("v").unwrap_or_default().to_string());
                     seen.lock().unwrap().push((key, value));
                     Ok::<_, Infallible>(Action::Done)
                 }

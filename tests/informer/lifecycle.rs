@@ -47,7 +47,7 @@ async fn syncs_follows_changes_and_notifies() {
         mirror.violations.lock().unwrap()
     );
     let got = inf.store().get("a", "c0").unwrap();
-    assert_eq!(got.data["v"], "1");
+    assert_eq!(&got.data["v"], "1");
     assert_eq!(
         inf.store().last_applied_resource_version(),
         sim.resource_version().to_string()
@@ -236,7 +236,7 @@ async fn handler_and_index_panics_are_caught_counted_and_reported() {
             "by-v",
             Arc::new(|o: &ConfigMap| {
                 assert!(o.metadata.name != "bad", "index bug");
-                vec![o.data.get("v").cloned().unwrap_or_default()]
+                vec![o.data.get("v").unwrap_or_default().to_string()]
             }),
         )
         .unwrap();

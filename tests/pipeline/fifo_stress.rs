@@ -18,7 +18,7 @@ fn pod(name: &str, rv: u64, uid: u64) -> Arc<Pod> {
     let mut p = Pod::default();
     p.metadata.namespace = "ns".into();
     p.metadata.name = name.into();
-    p.metadata.resource_version = rv.to_string();
+    p.metadata.resource_version = rv.to_string().into();
     p.metadata.uid = uid.to_string();
     Arc::new(p)
 }

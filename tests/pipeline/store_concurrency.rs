@@ -12,7 +12,7 @@ fn pod(name: &str, node: &str, version: u64) -> Arc<Pod> {
     let mut p = Pod::default();
     p.metadata.namespace = "ns".into();
     p.metadata.name = name.into();
-    p.metadata.resource_version = version.to_string();
+    p.metadata.resource_version = version.to_string().into();
     p.spec.node_name = Some(node.into());
     Arc::new(p)
 }

@@ -145,7 +145,13 @@ fn same_value_update_refreshes_the_indexed_object() {
 #[test]
 fn multi_value_index() {
     let s = Writer::new();
-    let labels_fn = |p: &Pod| p.metadata.labels.keys().cloned().collect::<Vec<_>>();
+    let labels_fn = |p: &Pod| {
+        p.metadata
+            .labels
+            .keys()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
     s.add_index("label-keys", Arc::new(labels_fn)).unwrap();
     s.insert(pod("a", "x", "", &[("k1", ""), ("k2", "")]));
     s.insert(pod("a", "y", "", &[("k2", "")]));

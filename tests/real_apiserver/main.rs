@@ -103,7 +103,7 @@ async fn client_certificate_authenticates() {
             configmap("by-cert", json!({}), json!({"k": "v"})),
         )
         .await;
-        assert_eq!(cms.get("by-cert").await.unwrap().data["k"], "v");
+        assert_eq!(&cms.get("by-cert").await.unwrap().data["k"], "v");
     })
     .await;
 }
@@ -133,7 +133,7 @@ async fn list_pages_are_one_snapshot_and_follow_the_resource_version_rules() {
         assert_eq!(first.items.len(), 3);
         assert!(!first.metadata.continue_token.is_empty());
         assert_eq!(first.metadata.remaining_item_count, Some(4));
-        let snapshot_rv = first.metadata.resource_version.clone();
+        let snapshot_rv = first.metadata.resource_version.to_string();
         let late = post(
             &client,
             &cm_path(&ns, None),
@@ -322,7 +322,7 @@ async fn watch_resumes_exactly_after_a_resource_version() {
         let WatchEvent::Deleted(gone) = &events[3] else {
             unreachable!()
         };
-        assert_eq!(gone.data["v"], "2");
+        assert_eq!(&gone.data["v"], "2");
 
         // Resuming from the middle replays only what came after.
         let mid = events[1].resource_version().unwrap().to_owned();
@@ -524,7 +524,7 @@ async fn selectors_on_list_and_watch_and_the_selector_exit_is_deleted() {
         let WatchEvent::Deleted(left) = &events[0] else {
             unreachable!()
         };
-        assert_eq!(left.metadata.labels["tier"], "web");
+        assert_eq!(&left.metadata.labels["tier"], "web");
         assert_eq!(
             left.metadata.resource_version,
             out["metadata"]["resourceVersion"].as_str().unwrap()
@@ -555,7 +555,7 @@ impl EventHandler<ConfigMap> for Mirror {
             .objects
             .lock()
             .unwrap()
-            .insert(key.clone(), obj.meta().resource_version.clone())
+            .insert(key.clone(), obj.meta().resource_version.to_string())
         {
             self.0
                 .violations
@@ -567,14 +567,14 @@ impl EventHandler<ConfigMap> for Mirror {
     fn on_update(&self, old: &Arc<ConfigMap>, new: &Arc<ConfigMap>) {
         let key = new.meta().key();
         let mut objects = self.0.objects.lock().unwrap();
-        if objects.get(&key) != Some(&old.meta().resource_version) {
+        if objects.get(&key).map(String::as_str) != Some(old.meta().resource_version.as_str()) {
             self.0
                 .violations
                 .lock()
                 .unwrap()
                 .push(format!("update of {key} from an unknown state"));
         }
-        objects.insert(key, new.meta().resource_version.clone());
+        objects.insert(key, new.meta().resource_version.to_string());
     }
     fn on_delete(&self, obj: &DeletedObject<ConfigMap>) {
         if self.0.objects.lock().unwrap().remove(&obj.key()).is_none() {
@@ -664,7 +664,7 @@ async fn informer_converges_while_objects_are_written_concurrently() {
             mirror.0.violations.lock().unwrap()
         );
         let re = inf.store().get(&ns, "w0-0").unwrap();
-        assert_eq!(re.data["n"], "again");
+        assert_eq!(&re.data["n"], "again");
         inf.stop();
     })
     .await;
@@ -778,11 +778,11 @@ async fn endpoints_and_v1beta1_endpointslices_decode_and_inform() {
         assert_eq!(web.subsets[0].ports[0].port, Some(8080));
 
         let slice = slices.get("web-abc").await.unwrap();
-        assert_eq!(slice.endpoints[0].topology["topology.kubernetes.io/zone"], "z1");
+        assert_eq!(&slice.endpoints[0].topology["topology.kubernetes.io/zone"], "z1");
         assert_eq!(slice.endpoints[0].conditions.ready, Some(true));
         assert!(eventually(10, || inf.store().get(&ns, "web-abc").is_some()).await);
         let cached = inf.store().get(&ns, "web-abc").unwrap();
-        assert_eq!(cached.endpoints[0].topology["kubernetes.io/hostname"], "n1");
+        assert_eq!(&cached.endpoints[0].topology["kubernetes.io/hostname"], "n1");
 
         // The same objects through the dynamic view keep every field.
         let dynamic: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, beta);

@@ -60,7 +60,7 @@ pub fn store_state(inf: &Informer<ConfigMap>) -> BTreeMap<String, String> {
     inf.store()
         .list()
         .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
+        .map(|o| (o.meta().key(), o.meta().resource_version.to_string()))
         .collect()
 }
 
@@ -94,7 +94,7 @@ impl EventHandler<ConfigMap> for Mirror {
             .objects
             .lock()
             .unwrap()
-            .insert(key.clone(), obj.meta().resource_version.clone())
+            .insert(key.clone(), obj.meta().resource_version.to_string())
         {
             self.violations
                 .lock()
@@ -119,7 +119,7 @@ impl EventHandler<ConfigMap> for Mirror {
             }
             _ => {}
         }
-        objects.insert(key, new.meta().resource_version.clone());
+        objects.insert(key, new.meta().resource_version.to_string());
     }
     fn on_delete(&self, obj: &DeletedObject<ConfigMap>) {
         let key = obj.key();

@@ -247,7 +247,7 @@ pub async fn server_state(cms: &Api<ConfigMap>) -> BTreeMap<String, String> {
     let list = cms.list(&ListParams::default()).await.unwrap();
     list.items
         .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
+        .map(|o| (o.meta().key(), o.meta().resource_version.to_string()))
         .collect()
 }
 
@@ -256,6 +256,6 @@ pub fn store_state(inf: &Informer<ConfigMap>) -> BTreeMap<String, String> {
     inf.store()
         .list()
         .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.clone()))
+        .map(|o| (o.meta().key(), o.meta().resource_version.to_string()))
         .collect()
 }

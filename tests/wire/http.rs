@@ -184,7 +184,7 @@ async fn list_pages_follow_the_continue_token() {
     let mut list_rvs = Vec::new();
     while let Some(page) = pager.next_page().await {
         let page = page.unwrap();
-        list_rvs.push(page.metadata.resource_version.clone());
+        list_rvs.push(page.metadata.resource_version.to_string());
         names.extend(page.items.into_iter().map(|e| e.metadata.name));
     }
     assert_eq!(names.len(), 4);
