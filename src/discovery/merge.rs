@@ -321,9 +321,10 @@ fn service_app_protocol(ctx: &MergeContext<'_>) -> Option<SmolStr> {
 /// The metadata an instance carries for a Pod: labels, annotations (without kubectl's copy of the
 /// whole object) and Dubbo's `io.dubbo/metadata` JSON object.
 pub(crate) fn instance_metadata(pod: &PartialObjectMetadata) -> InstanceMetadata {
-    let mut annotations = pod.metadata.annotations.clone();
-    annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
-    let dubbo = annotations
+    let owned = |(k, v): (&str, &str)| (k.to_owned(), v.to_owned());
+    let dubbo = pod
+        .metadata
+        .annotations
         .get(super::DUBBO_METADATA_ANNOTATION)
         .and_then(|raw| serde_json::from_str::<BTreeMap<String, serde_json::Value>>(raw).ok())
         .map(|m| {
@@ -335,8 +336,14 @@ pub(crate) fn instance_metadata(pod: &PartialObjectMetadata) -> InstanceMetadata
                 .collect()
         });
     InstanceMetadata {
-        labels: pod.metadata.labels.clone().into(),
-        annotations: annotations.into(),
+        labels: pod.metadata.labels.iter().map(owned).collect(),
+        annotations: pod
+            .metadata
+            .annotations
+            .iter()
+            .filter(|(k, _)| *k != "kubectl.kubernetes.io/last-applied-configuration")
+            .map(owned)
+            .collect(),
         dubbo,
     }
 }

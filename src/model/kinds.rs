@@ -6,7 +6,7 @@
 //! when every field must survive a round trip.
 //!
 //! Short strings that every endpoint repeats (addresses, node names, zones, port names, protocols,
-//! references) are [`SmolStr`]s: up to 23 bytes inline, without an allocation. A `SmolStr` reads
+//! reference kinds and names) are [`SmolStr`]s: up to 23 bytes inline, without an allocation. A `SmolStr` reads
 //! as a `&str` (`Deref`, `as_str`, `==` with `str` and `String`) and is built with `.into()`.
 
 use super::StringMap;
@@ -341,8 +341,8 @@ pub struct ObjectReference {
     #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
     pub name: SmolStr,
     /// `uid` of the Kubernetes API's `ObjectReference`.
-    #[serde(default, skip_serializing_if = "SmolStr::is_empty")]
-    pub uid: SmolStr,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
 }
 
 /// A port of an Endpoints subset or an EndpointSlice.

@@ -233,6 +233,14 @@ impl StringMap {
     }
 }
 
+/// Entry `i` of a map's text and ends (see the invariants).
+fn entry<'a>(text: &'a str, ends: &[u32], i: usize) -> (&'a str, &'a str) {
+    let start = if i == 0 { 0 } else { ends[2 * i - 1] as usize };
+    let key_end = ends[2 * i] as usize;
+    let value_end = ends[2 * i + 1] as usize;
+    (&text[start..key_end], &text[key_end..value_end])
+}
+
 /// An offset into a map's text. Maps come from JSON frames, which are bounded far below 4 GiB;
 /// a map built in code past that is a bug worth a panic.
 fn offset(n: usize) -> u32 {
@@ -297,7 +305,7 @@ impl IntoIterator for StringMap {
     type IntoIter = std::vec::IntoIter<(String, String)>;
     fn into_iter(self) -> Self::IntoIter {
         self.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect::<Vec<_>>()
             .into_iter()
     }
@@ -336,7 +344,9 @@ impl From<BTreeMap<String, String>> for StringMap {
 
 impl From<StringMap> for BTreeMap<String, String> {
     fn from(map: StringMap) -> BTreeMap<String, String> {
-        map.into_iter().collect()
+        map.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
     }
 }
 
@@ -384,9 +394,13 @@ impl<'de> Visitor<'de> for AppendStr<'_> {
 thread_local! {
     /// The text and ends of the map being decoded, reused so that a decode allocates the map's
     /// two exact-size boxes and nothing else. Taken out while in use (a nested decode gets fresh
-    /// ones).
+    /// ones), and put back only up to `SCRATCH_KEPT` bytes, so one large map (a ConfigMap's data)
+    /// does not stay allocated on the thread.
     static SCRATCH: std::cell::Cell<(String, Vec<u32>)> = const { std::cell::Cell::new((String::new(), Vec::new())) };
 }
+
+/// The largest scratch text a thread keeps between decodes.
+const SCRATCH_KEPT: usize = 64 << 10;
 
 impl<'de> Deserialize<'de> for StringMap {
     /// A JSON object of strings; `null` reads as empty (Go writes nil maps as `null`). Go writes
@@ -408,7 +422,9 @@ impl<'de> Deserialize<'de> for StringMap {
                 d.deserialize_map(MapVisitor)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<StringMap, A::Error> {
-                let (mut text, mut ends) = SCRATCH.take();
+                // `try_with`: a decode while the thread's locals are being destroyed gets
+                // fresh buffers.
+                let (mut text, mut ends) = SCRATCH.try_with(|s| s.take()).unwrap_or_default();
                 text.clear();
                 ends.clear();
                 let read = read_entries(&mut map, &mut text, &mut ends);
@@ -419,14 +435,13 @@ impl<'de> Deserialize<'de> for StringMap {
                             ends: ends.as_slice().into(),
                         }
                     } else {
-                        let scanned = StringMap {
-                            text: std::mem::take(&mut text).into_boxed_str(),
-                            ends: std::mem::take(&mut ends).into_boxed_slice(),
-                        };
-                        StringMap::from_entries(scanned.iter().collect())
+                        let n = ends.len() / 2;
+                        StringMap::from_entries((0..n).map(|i| entry(&text, &ends, i)).collect())
                     }
                 });
-                SCRATCH.set((text, ends));
+                if text.capacity() <= SCRATCH_KEPT {
+                    let _ = SCRATCH.try_with(|s| s.set((text, ends)));
+                }
                 result
             }
         }
@@ -491,6 +506,25 @@ mod tests {
             x.cmp(&y),
             BTreeMap::from(x.clone()).cmp(&BTreeMap::from(y.clone()))
         );
+    }
+
+    #[test]
+    fn a_failed_decode_leaves_nothing_for_the_next() {
+        assert!(serde_json::from_str::<StringMap>(r#"{"a":"1","b":2}"#).is_err());
+        assert!(serde_json::from_str::<StringMap>(r#"{"z":"1","y":"#).is_err());
+        let m: StringMap = serde_json::from_str(r#"{"c":"3"}"#).unwrap();
+        assert_eq!(m.iter().collect::<Vec<_>>(), [("c", "3")]);
+        let big = format!(r#"{{"k":"{}"}}"#, "v".repeat(SCRATCH_KEPT * 2));
+        let m: StringMap = serde_json::from_str(&big).unwrap();
+        assert_eq!(m.get("k").map(str::len), Some(SCRATCH_KEPT * 2));
+        SCRATCH.with(|s| {
+            let (text, ends) = s.take();
+            assert!(
+                text.capacity() <= SCRATCH_KEPT,
+                "a large map's scratch is not kept"
+            );
+            s.set((text, ends));
+        });
     }
 
     #[test]
