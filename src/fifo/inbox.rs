@@ -157,6 +157,12 @@ impl<E> Inbox<E> {
         return self.queue.is_empty();
     }
 
+    /// Weight of the inputs pushed and not yet popped (approximate while pushes and pops run).
+    pub(crate) fn queued(&self) -> usize {
+        // Relaxed: a bound that may be overshot (see "Room").
+        self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// How many pushes have completed (used for the approximate backlog in `len`).
     pub(crate) fn pushed(&self) -> usize {
         // Relaxed: a statistic; nothing is read on the strength of it.

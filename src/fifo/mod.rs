@@ -41,6 +41,17 @@
 //! reported to the producer ([`DeltaFifo::take_decode_error`]), which must relist: until a relist
 //! ends, pops report no caught-up resourceVersion.
 //!
+//! # Listed objects decoded by the producer
+//! A streaming list's objects come raw ([`DeltaFifo::relist_raw_page`]), and the consumer alone would
+//! decode them all while the producer, which only frames them, waits for room. So while the consumer
+//! has [`DeltaFifo::capacity`] or more objects to go through, the producer decodes the listed
+//! objects it hands over instead of waiting idle; once the consumer catches up it hands them over
+//! raw again. The two threads share the first list's decode without a handshake: a decoded object
+//! takes the consumer a store insert, a raw one a decode as well. A list names each key once, so
+//! these decodes are hardly ever wasted on an object coalesced away. One that does not decode goes
+//! on raw, and the consumer reports it. The producer's task decodes at most one page between two
+//! awaits, as a LIST client decodes its page.
+//!
 //! # Back-pressure
 //! [`DeltaFifo::push_raw`] and [`DeltaFifo::relist_page_async`] wait while the inbox holds
 //! [`DeltaFifo::capacity`] or more undrained objects, so a consumer that falls behind slows the watch
@@ -386,7 +397,6 @@ impl<T: Object> DeltaFifo<T> {
     /// ```
     #[cfg(not(informer_loom))]
     pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
-        self.room().await;
         let mut key = String::new();
         let items = items
             .into_iter()
@@ -399,11 +409,36 @@ impl<T: Object> DeltaFifo<T> {
                     {
                         Held::Decoded(stored)
                     }
+                    // See "Listed objects decoded by the producer" in the module docs.
+                    _ if self.consumer_behind() => match self.decode_listed(&raw) {
+                        Some(obj) => Held::Decoded(obj),
+                        None => Held::Raw(raw),
+                    },
                     _ => Held::Raw(raw),
                 }
             })
             .collect();
+        self.room().await;
         self.send(Input::Page(items))
+    }
+
+    /// Whether the consumer has `capacity` or more objects to go through: pending keys as of its
+    /// last pop, and inputs it has not drained yet.
+    fn consumer_behind(&self) -> bool {
+        // Relaxed: a hint for sharing work; a stale value only moves one decode to the other side.
+        let s = &self.shared;
+        s.depth.load(Ordering::Relaxed) + s.inbox.queued() >= s.capacity
+    }
+
+    /// A listed object decoded (and transformed) by the producer, or `None` if it does not decode:
+    /// then it goes to the consumer raw, which decodes it again and reports the error as for any
+    /// other raw object.
+    fn decode_listed(&self, raw: &RawObject) -> Option<Arc<T>> {
+        let obj: T = raw.decode_object().ok()?;
+        Some(Arc::new(match self.shared.transform.get() {
+            Some(f) => f(obj),
+            None => obj,
+        }))
     }
 
     /// The first error met decoding a raw object since the last call, if any: the store missed that

@@ -778,3 +778,61 @@ fn a_raw_object_that_does_not_decode_is_dropped_reported_and_blocks_caught_up() 
     assert_eq!(c.try_pop().unwrap().caught_up_resource_version(), Some("7"));
     assert_eq!(store.get("", "a").unwrap().metadata.resource_version, "6");
 }
+
+/// The object of [`raw_event`], as a streaming list's initial event hands it over.
+fn raw_listed(key: u64, rv: u64) -> informer::watch::RawObject {
+    match raw_event(key, rv) {
+        RawDelta::Modified(o) => o,
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
+    // Capacity 3. The first page goes over raw; the consumer takes it in and pops one key, so it
+    // has 3 still to go through: behind. The producer then decodes the next page itself, but for
+    // the object that is not a Pod: that one goes over raw and the consumer reports it.
+    let store = Arc::new(Writer::<Pod>::new());
+    let (fifo, mut c) = DeltaFifo::with_capacity(store.clone(), 3);
+    let bad = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"p9\",\"namespace\":\"ns\",\"resourceVersion\":\"9\"},\"spec\":{\"containers\":7}}}\n";
+    let mut dec = EventDecoder::<Pod>::new();
+    dec.push(bad.as_bytes());
+    let Some(RawEvent::Added(bad)) = dec.next_raw().unwrap() else {
+        panic!("the envelope and metadata are fine: the object is taken raw")
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    assert!(fifo.begin_relist());
+    rt.block_on(async {
+        let page = (0..4).map(|k| raw_listed(k, k + 1)).collect();
+        assert!(fifo.relist_raw_page(page).await)
+    });
+    let p = c.try_pop().unwrap();
+    store.apply(&p.deltas()[0]);
+    drop(p);
+    assert_eq!((fifo.metrics().depth, fifo.metrics().decoded), (3, 1));
+    rt.block_on(async {
+        let page = vec![raw_listed(4, 5), bad, raw_listed(5, 6)];
+        assert!(fifo.relist_raw_page(page).await)
+    });
+    fifo.end_relist();
+    let applied = drain(&store, &mut c);
+    assert_eq!(applied.len(), 6, "{applied:?}");
+    assert_eq!(store.len(), 6);
+    assert_eq!(
+        store.get("ns", "p5").unwrap().metadata.resource_version,
+        "6"
+    );
+    let m = fifo.metrics();
+    // The first page's four objects came raw and were decoded by the consumer, plus the bad one,
+    // which it failed to decode; the producer decoded p4 and p5.
+    assert_eq!(
+        (m.raw_received, m.decoded, m.decode_errors),
+        (5, 4, 1),
+        "{m:?}"
+    );
+    let e = fifo.take_decode_error().expect("reported");
+    assert!(e.to_string().contains("invalid type"), "{e}");
+    assert!(fifo.has_synced());
+}
