@@ -6,7 +6,8 @@
 //! [`StoreKey`] keeps its hash, so tables never rehash strings when they grow.
 
 use std::hash::BuildHasher;
-use std::sync::Arc;
+
+use smol_str::SmolStr;
 
 /// A keyed hash for store keys: a folded 64x64->128-bit multiply per 8 bytes (the construction of
 /// foldhash and wyhash), seeded per store from std's random keys.
@@ -83,9 +84,13 @@ pub(crate) fn split_key(key: &str) -> (&str, &str) {
 
 /// An owned key: the full `namespace/name` string (shared with the index buckets), where the name
 /// starts, and the precomputed hash.
+///
+/// The string is a [`SmolStr`]: a key of up to 23 bytes (most are) sits inside the table entry, so
+/// a lookup compares it without reading another cache line. Measured on 10k Endpoints keys, the
+/// separate `Arc<str>` it replaces cost a lookup more than the rest of it put together.
 #[derive(Clone, Debug)]
 pub(crate) struct StoreKey {
-    full: Arc<str>,
+    full: SmolStr,
     name_start: usize,
     hash: u64,
 }
@@ -99,9 +104,12 @@ impl StoreKey {
                 hash,
             }
         } else {
-            let full: Arc<str> = format!("{namespace}/{name}").into();
+            let mut full = smol_str::SmolStrBuilder::new();
+            full.push_str(namespace);
+            full.push('/');
+            full.push_str(name);
             StoreKey {
-                full,
+                full: full.finish(),
                 name_start: namespace.len() + 1,
                 hash,
             }
@@ -109,21 +117,21 @@ impl StoreKey {
     }
 
     /// The `namespace/name` (or `name`) form.
-    pub(crate) fn full(&self) -> &Arc<str> {
+    pub(crate) fn full(&self) -> &SmolStr {
         &self.full
     }
 }
 
 impl StoreKey {
     /// The namespace part (empty for cluster-scoped objects).
-    #[inline]
-    pub(crate) fn namespace(&self) -> &str {
+    #[cfg(test)]
+    fn namespace(&self) -> &str {
         &self.full[..self.name_start.saturating_sub(1)]
     }
 
     /// The name part.
-    #[inline]
-    pub(crate) fn name(&self) -> &str {
+    #[cfg(test)]
+    fn name(&self) -> &str {
         &self.full[self.name_start..]
     }
 
@@ -136,7 +144,12 @@ impl StoreKey {
     /// Whether this is the key `(namespace, name)` whose hash is `hash`.
     #[inline]
     pub(crate) fn is(&self, hash: u64, namespace: &str, name: &str) -> bool {
-        self.hash == hash && self.name() == name && self.namespace() == namespace
+        // Bytes, not `str` slices: no char-boundary checks on the lookup path.
+        let full = self.full.as_bytes();
+        self.hash == hash
+            && full.len() == self.name_start + name.len()
+            && &full[self.name_start..] == name.as_bytes()
+            && &full[..self.name_start.saturating_sub(1)] == namespace.as_bytes()
     }
 }
 

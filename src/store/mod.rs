@@ -58,6 +58,7 @@ use crate::fifo::{Delta, KnownObjects};
 use crate::model::Object;
 use hashbrown::HashTable;
 use key::{KeyHasher, StoreKey, hash_parts, split_key};
+use smol_str::SmolStr;
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
 pub use writer::Writer;
@@ -115,7 +116,7 @@ struct Padded<S>(S);
 
 type Shard<T> = RwLock<HashTable<(StoreKey, Arc<T>)>>;
 /// Index value -> (key -> object), in key order.
-type Buckets<T> = HashMap<String, BTreeMap<Arc<str>, Arc<T>>>;
+type Buckets<T> = HashMap<String, BTreeMap<SmolStr, Arc<T>>>;
 
 struct Index<T> {
     func: IndexFn<T>,
@@ -517,7 +518,7 @@ impl<T: Object> Store<T> {
         &self,
         index: &str,
         value: &str,
-        f: impl FnOnce(&BTreeMap<Arc<str>, Arc<T>>) -> R,
+        f: impl FnOnce(&BTreeMap<SmolStr, Arc<T>>) -> R,
     ) -> Result<R, StoreError> {
         let indexes = read(&self.indexes.0);
         let index = indexes
@@ -561,7 +562,7 @@ impl<T: Object> Store<T> {
 fn update_index<T>(
     index: &mut Index<T>,
     name: &str,
-    key: &Arc<str>,
+    key: &SmolStr,
     old: Option<&T>,
     new: Option<&Arc<T>>,
     caught: &mut Vec<CaughtPanic>,
