@@ -138,6 +138,16 @@ fn not_an_object(bytes: &[u8], base: u64) -> Option<Error> {
     })
 }
 
+/// `serde_json::from_slice`, faster: one UTF-8 check of the whole input, then a parse that trusts it.
+/// `from_slice` checks every string on its own, which measured ~16% of an Endpoints decode. Invalid
+/// UTF-8 goes to `from_slice` after all, for its error, which says where.
+pub(crate) fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
+    }
+}
+
 /// Builds [`Error::Decode`] for a serde_json error in `bytes`, which start at stream offset `base`.
 pub(crate) fn decode_error(bytes: &[u8], base: u64, e: &serde_json::Error) -> Error {
     let at = byte_index(bytes, e.line(), e.column());
@@ -431,7 +441,7 @@ impl RawObject {
 
     /// Decodes the object into its type; [`Error::Decode`] names the stream offset of the problem.
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        serde_json::from_slice(&self.json).map_err(|e| decode_error(&self.json, self.offset, &e))
+        parse_json(&self.json).map_err(|e| decode_error(&self.json, self.offset, &e))
     }
 }
 

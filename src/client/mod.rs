@@ -49,7 +49,7 @@ use crate::config::{Auth, Config};
 use crate::error::{Error, Result, excerpt};
 use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
-use crate::watch::{WatchStream, decode_error};
+use crate::watch::{WatchStream, decode_error, parse_json};
 use crate::{ApiResource, Object, Resource, Status};
 
 /// Largest error body read to build an error message.
@@ -251,7 +251,7 @@ impl Client {
         body: Option<(Bytes, &'static str)>,
     ) -> Result<T> {
         let bytes = self.request_bytes(method, path_and_query, body).await?;
-        serde_json::from_slice(&bytes).map_err(|e| decode_error(&bytes, 0, &e))
+        parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))
     }
 
     /// Sends a request and reads the whole answer, within the request timeout and body limit.
@@ -549,8 +549,7 @@ impl<T: Object> Api<T> {
     pub async fn list(&self, params: &ListParams) -> Result<ObjectList<T>> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
         let bytes = self.client.request_bytes(Method::GET, &path, None).await?;
-        let body: ListBody<T> =
-            serde_json::from_slice(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
+        let body: ListBody<T> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
         body.into_list(&self.resource, &path)
     }
 
