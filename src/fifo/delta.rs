@@ -160,6 +160,16 @@ impl<T: Object> Delta<T> {
 pub trait KnownObjects<T>: Send + Sync {
     /// The stored object with cache key `key`.
     fn get_by_key(&self, key: &str) -> Option<Arc<T>>;
+    /// Whether the stored object with cache key `key` is at resourceVersion `rv`: the fifo's
+    /// staleness check for each watch event of a key with nothing pending. The default gets the
+    /// object; a store can answer without handing out (and so counting) a reference.
+    fn holds_version(&self, key: &str, rv: &str) -> bool
+    where
+        T: crate::model::Object,
+    {
+        self.get_by_key(key)
+            .is_some_and(|s| s.meta().resource_version == rv)
+    }
     /// Calls `f` with every stored key.
     fn for_each_key(&self, f: &mut dyn FnMut(&str));
 }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::{DeletedObject, Delta, KnownObjects};
 use crate::model::Object;
+use crate::store::KeyHasher;
 use crate::watch::RawObject;
 
 /// An object as the fifo holds it: decoded (listed objects, events given as [`Delta`]s), or a watch
@@ -190,11 +191,11 @@ pub(super) struct Counters {
 }
 
 pub(super) struct Pending<T> {
-    map: HashMap<Arc<str>, Entry<T>>,
+    map: HashMap<Arc<str>, Entry<T>, KeyHasher>,
     order: VecDeque<(u64, Arc<str>)>,
     next_seq: u64,
     /// Keys listed so far by the running relist, if one is running.
-    relist: Option<HashSet<Arc<str>>>,
+    relist: Option<HashSet<Arc<str>, KeyHasher>>,
     pub(super) first_list_done: bool,
     pub(super) initial_outstanding: usize,
     pub(super) counters: Counters,
@@ -222,7 +223,7 @@ fn rv_stale(new: &str, old: &str) -> bool {
 impl<T: Object> Pending<T> {
     pub(super) fn new() -> Self {
         Pending {
-            map: HashMap::new(),
+            map: HashMap::with_hasher(KeyHasher::new()),
             order: VecDeque::new(),
             next_seq: 0,
             relist: None,
@@ -307,9 +308,10 @@ impl<T: Object> Pending<T> {
         change.write_key(&mut key);
         let stale = match self.map.get(key.as_str()) {
             Some(e) => rv_stale(change.resource_version(), e.last().resource_version()),
-            None => known
-                .get_by_key(&key)
-                .is_some_and(|s| rv_equal(change.resource_version(), &s.meta().resource_version)),
+            None => {
+                let rv = change.resource_version();
+                !rv.is_empty() && known.holds_version(&key, rv)
+            }
         };
         if stale {
             self.counters.dropped_stale += 1;
@@ -388,7 +390,7 @@ impl<T: Object> Pending<T> {
 
     /// Starts a relist (restarting one that was abandoned mid-way).
     pub(super) fn begin_relist(&mut self) {
-        self.relist = Some(HashSet::new());
+        self.relist = Some(HashSet::with_hasher(*self.map.hasher()));
     }
 
     /// One listed object of the running relist.
@@ -403,7 +405,7 @@ impl<T: Object> Pending<T> {
             k
         };
         self.relist
-            .get_or_insert_with(HashSet::new)
+            .get_or_insert_with(|| HashSet::with_hasher(*self.map.hasher()))
             .insert(key.clone());
         match self.map.get(&key) {
             None => match known.get_by_key(&key) {
@@ -433,7 +435,10 @@ impl<T: Object> Pending<T> {
     /// Ends the running relist: every key known to the store or pending that was not listed gets a
     /// `Deleted(Tombstone)`. Returns whether this completed the first list.
     pub(super) fn end_relist(&mut self, known: &dyn KnownObjects<T>) -> bool {
-        let listed = self.relist.take().unwrap_or_default();
+        let listed = self
+            .relist
+            .take()
+            .unwrap_or_else(|| HashSet::with_hasher(*self.map.hasher()));
         let mut gone: Vec<Arc<str>> = Vec::new();
         for (key, e) in &self.map {
             if !listed.contains(key) && !e.last().is_deletion() {

@@ -62,6 +62,37 @@ impl KeyHasher {
     }
 }
 
+/// The same hash for std's maps of strings (the fifo's pending keys): `str`'s `Hash` writes the
+/// bytes and then a `0xff`, each folded in with [`KeyHasher::bytes`].
+impl BuildHasher for KeyHasher {
+    type Hasher = KeyHasherState;
+
+    fn build_hasher(&self) -> KeyHasherState {
+        KeyHasherState {
+            hasher: *self,
+            h: self.seed,
+        }
+    }
+}
+
+/// The running state of a [`KeyHasher`] hash.
+pub(crate) struct KeyHasherState {
+    hasher: KeyHasher,
+    h: u64,
+}
+
+impl std::hash::Hasher for KeyHasherState {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        self.h = self.hasher.bytes(self.h, bytes);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        folded_mul(self.h, 0x2d35_8dcc_aa6c_78a5)
+    }
+}
+
 #[inline]
 fn folded_mul(a: u64, b: u64) -> u64 {
     let p = u128::from(a) * u128::from(b);

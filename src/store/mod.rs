@@ -57,7 +57,8 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use crate::fifo::{Delta, KnownObjects};
 use crate::model::Object;
 use hashbrown::HashTable;
-use key::{KeyHasher, StoreKey, hash_parts, split_key};
+pub(crate) use key::KeyHasher;
+use key::{StoreKey, hash_parts, split_key};
 use smol_str::SmolStr;
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
@@ -637,6 +638,16 @@ fn write<S>(lock: &RwLock<S>) -> std::sync::RwLockWriteGuard<'_, S> {
 impl<T: Object> KnownObjects<T> for Store<T> {
     fn get_by_key(&self, key: &str) -> Option<Arc<T>> {
         self.get_key(key)
+    }
+
+    fn holds_version(&self, key: &str, rv: &str) -> bool {
+        // No `Arc` clone: its atomic increment on the object's cold cache line would cost more
+        // than the rest of the check (see `get`).
+        let (namespace, name) = split_key(key);
+        let (hash, shard) = self.locate(namespace, name);
+        read(shard)
+            .find(hash, |(k, _)| k.is(hash, namespace, name))
+            .is_some_and(|(_, o)| o.meta().resource_version == rv)
     }
 
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
