@@ -379,7 +379,8 @@ impl<T: Object> DeltaFifo<T> {
     /// One page of the running relist as raw objects (a streaming list's initial events), waiting
     /// while the fifo is full. Like [`relist_page`](Self::relist_page), an object whose key and
     /// resourceVersion equal the stored one's is swapped for the store's value at once (its JSON
-    /// freed, never decoded); the others are decoded when handed out.
+    /// freed, never decoded); the others are decoded here while the consumer is behind ("Listed
+    /// objects decoded by the producer" in the module docs), else when handed out.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
