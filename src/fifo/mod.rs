@@ -49,8 +49,8 @@
 //! raw again. The two threads share the first list's decode without a handshake: a decoded object
 //! takes the consumer a store insert, a raw one a decode as well. A list names each key once, so
 //! these decodes are hardly ever wasted on an object coalesced away. One that does not decode goes
-//! on raw, and the consumer reports it. The producer's task decodes at most one page between two
-//! awaits, as a LIST client decodes its page.
+//! on raw, and the consumer reports it. The producer's task yields to its runtime after every
+//! 64 KiB of JSON it decodes, so it never holds a worker for long.
 //!
 //! # Back-pressure
 //! [`DeltaFifo::push_raw`] and [`DeltaFifo::relist_page_async`] wait while the inbox holds
@@ -112,6 +112,11 @@ const DRAIN_WHILE_PENDING: usize = 4 * POPS_PER_DRAIN as usize;
 /// large objects (say 5 KB Pods) holds a few thousand of them raw, not one per key. Below it,
 /// a lagging consumer coalesces events of the same key before decoding them.
 pub const PENDING_RAW_BYTES: usize = 16 << 20;
+
+/// JSON bytes the producer decodes between two yields to its runtime (see "Listed objects decoded
+/// by the producer"): about a third of a millisecond of decoding, so a page of large objects does
+/// not hold a runtime worker for milliseconds.
+const PRODUCER_DECODE_SLICE: usize = 64 << 10;
 
 /// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -399,28 +404,36 @@ impl<T: Object> DeltaFifo<T> {
     #[cfg(not(informer_loom))]
     pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
         let mut key = String::new();
-        let items = items
-            .into_iter()
-            .map(|raw| {
-                raw.write_key(&mut key);
-                match self.shared.known.get_by_key(&key) {
-                    Some(stored)
-                        if !raw.resource_version().is_empty()
-                            && stored.meta().resource_version == raw.resource_version() =>
-                    {
-                        Held::Decoded(stored)
-                    }
-                    // See "Listed objects decoded by the producer" in the module docs.
-                    _ if self.consumer_behind() => match self.decode_listed(&raw) {
+        let mut page = Vec::with_capacity(items.len());
+        // JSON decoded here since this task last yielded (see "Listed objects decoded by the
+        // producer").
+        let mut decoded_bytes = 0;
+        for raw in items {
+            raw.write_key(&mut key);
+            let held = match self.shared.known.get_by_key(&key) {
+                Some(stored)
+                    if !raw.resource_version().is_empty()
+                        && stored.meta().resource_version == raw.resource_version() =>
+                {
+                    Held::Decoded(stored)
+                }
+                _ if self.consumer_behind() => {
+                    decoded_bytes += raw.json().len();
+                    match self.decode_listed(&raw) {
                         Some(obj) => Held::Decoded(obj),
                         None => Held::Raw(raw),
-                    },
-                    _ => Held::Raw(raw),
+                    }
                 }
-            })
-            .collect();
+                _ => Held::Raw(raw),
+            };
+            page.push(held);
+            if decoded_bytes >= PRODUCER_DECODE_SLICE {
+                decoded_bytes = 0;
+                tokio::task::yield_now().await;
+            }
+        }
         self.room().await;
-        self.send(Input::Page(items))
+        self.send(Input::Page(page))
     }
 
     /// Whether the consumer has `capacity` or more objects to go through: pending keys as of its
