@@ -201,6 +201,17 @@ struct Shared<T> {
     pending_raw_bytes: AtomicUsize,
 }
 
+impl<T: Object> Shared<T> {
+    /// A raw object decoded and transformed, as the fifo hands it out (by either side).
+    fn decode(&self, raw: &RawObject) -> Result<Arc<T>, Error> {
+        let obj: T = raw.decode_object()?;
+        Ok(Arc::new(match self.transform.get() {
+            Some(f) => f(obj),
+            None => obj,
+        }))
+    }
+}
+
 /// The producer handle: cheap to clone, usable from any thread, never blocks on the consumer.
 ///
 /// ```
@@ -448,11 +459,7 @@ impl<T: Object> DeltaFifo<T> {
     /// then it goes to the consumer raw, which decodes it again and reports the error as for any
     /// other raw object.
     fn decode_listed(&self, raw: &RawObject) -> Option<Arc<T>> {
-        let obj: T = raw.decode_object().ok()?;
-        Some(Arc::new(match self.shared.transform.get() {
-            Some(f) => f(obj),
-            None => obj,
-        }))
+        self.shared.decode(raw).ok()
     }
 
     /// The first error met decoding a raw object since the last call, if any: the store missed that
@@ -953,15 +960,11 @@ impl<T: Object> FifoConsumer<T> {
     /// not a valid `T`, which is counted and reported to the producer.
     fn resolve(&mut self, change: Change<T>) -> Option<Delta<T>> {
         let shared = &self.shared;
-        let transform = shared.transform.get();
         let mut decode = |raw: RawObject| {
-            let obj: T = raw.decode_object()?;
+            let obj = shared.decode(&raw)?;
             // Relaxed: a counter, single writer.
             shared.decoded.fetch_add(1, Ordering::Relaxed);
-            Ok::<_, Error>(Arc::new(match transform {
-                Some(f) => f(obj),
-                None => obj,
-            }))
+            Ok::<_, Error>(obj)
         };
         match change.into_delta(&mut decode) {
             Ok(d) => Some(d),

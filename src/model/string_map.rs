@@ -50,14 +50,7 @@ impl StringMap {
 
     /// Entry `i`: its key and its value.
     fn entry(&self, i: usize) -> (&str, &str) {
-        let start = if i == 0 {
-            0
-        } else {
-            self.ends[2 * i - 1] as usize
-        };
-        let key_end = self.ends[2 * i] as usize;
-        let value_end = self.ends[2 * i + 1] as usize;
-        (&self.text[start..key_end], &self.text[key_end..value_end])
+        entry(&self.text, &self.ends, i)
     }
 
     fn find(&self, key: &str) -> Result<usize, usize> {
@@ -461,11 +454,8 @@ fn read_entries<'de, A: MapAccess<'de>>(
     while map.next_key_seed(AppendStr(text))?.is_some() {
         let key_end = text.len();
         if let Some(&prev_value_end) = ends.last() {
-            let n = ends.len();
-            let prev_start = if n >= 3 { ends[n - 3] as usize } else { 0 };
-            let prev_key = &text[prev_start..ends[n - 2] as usize];
-            let key = &text[prev_value_end as usize..key_end];
-            sorted &= prev_key < key;
+            let (prev_key, _) = entry(text, ends, ends.len() / 2 - 1);
+            sorted &= prev_key < &text[prev_value_end as usize..key_end];
         }
         ends.push(u32::try_from(key_end).map_err(|_| too_long())?);
         map.next_value_seed(AppendStr(text))?;

@@ -100,14 +100,19 @@ fn as_raw(d: &Delta<Pod>) -> Option<RawDelta> {
         "{{\"type\":\"{ty}\",\"object\":{}}}\n",
         serde_json::to_string(&**d.object()).unwrap()
     );
+    Some(raw_delta(&json))
+}
+
+/// The event of one watch line, taken raw (panics if the decoder does not take it raw).
+fn raw_delta(line: &str) -> RawDelta {
     let mut dec = EventDecoder::<Pod>::new();
-    dec.push(json.as_bytes());
-    Some(match dec.next_raw().unwrap().unwrap() {
+    dec.push(line.as_bytes());
+    match dec.next_raw().unwrap().unwrap() {
         RawEvent::Added(o) => RawDelta::Added(o),
         RawEvent::Modified(o) => RawDelta::Modified(o),
         RawEvent::Deleted(o) => RawDelta::Deleted(o),
         other => panic!("not raw: {other:?}"),
-    })
+    }
 }
 
 #[test]
@@ -573,12 +578,7 @@ fn raw_event(key: u64, rv: u64) -> RawDelta {
     let line = format!(
         "{{\"type\":\"MODIFIED\",\"object\":{{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"p{key}\",\"namespace\":\"ns\",\"uid\":\"u{key}\",\"resourceVersion\":\"{rv}\"}},\"spec\":{{\"nodeName\":\"n{key}\"}}}}}}\n"
     );
-    let mut dec = EventDecoder::<Pod>::new();
-    dec.push(line.as_bytes());
-    match dec.next_raw().unwrap().unwrap() {
-        RawEvent::Modified(o) => RawDelta::Modified(o),
-        other => panic!("not raw: {other:?}"),
-    }
+    raw_delta(&line)
 }
 
 #[test]
@@ -672,12 +672,7 @@ fn big_raw_event(key: u64, rv: u64, size: usize) -> RawDelta {
     let line = format!(
         "{{\"type\":\"MODIFIED\",\"object\":{{\"metadata\":{{\"name\":\"p{key}\",\"namespace\":\"ns\",\"resourceVersion\":\"{rv}\"}},\"spec\":{{\"nodeName\":\"{pad}\"}}}}}}\n"
     );
-    let mut dec = EventDecoder::<Pod>::new();
-    dec.push(line.as_bytes());
-    match dec.next_raw().unwrap().unwrap() {
-        RawEvent::Modified(o) => RawDelta::Modified(o),
-        other => panic!("not raw: {other:?}"),
-    }
+    raw_delta(&line)
 }
 
 #[test]
@@ -740,9 +735,7 @@ fn undecoded_bytes_held_pending_stay_within_the_budget() {
 fn a_raw_object_that_does_not_decode_is_dropped_reported_and_blocks_caught_up() {
     let (store, fifo, mut c) = setup(&[]);
     let bad = "{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"5\"},\"spec\":{\"containers\":7}}}\n";
-    let mut dec = EventDecoder::<Pod>::new();
-    dec.push(bad.as_bytes());
-    let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else {
+    let RawDelta::Modified(raw) = raw_delta(bad) else {
         panic!("the envelope and metadata are fine: the event is taken raw")
     };
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -795,9 +788,7 @@ fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
     let store = Arc::new(Writer::<Pod>::new());
     let (fifo, mut c) = DeltaFifo::with_capacity(store.clone(), 3);
     let bad = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"p9\",\"namespace\":\"ns\",\"resourceVersion\":\"9\"},\"spec\":{\"containers\":7}}}\n";
-    let mut dec = EventDecoder::<Pod>::new();
-    dec.push(bad.as_bytes());
-    let Some(RawEvent::Added(bad)) = dec.next_raw().unwrap() else {
+    let RawDelta::Added(bad) = raw_delta(bad) else {
         panic!("the envelope and metadata are fine: the object is taken raw")
     };
     let rt = tokio::runtime::Builder::new_current_thread()
