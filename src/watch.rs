@@ -318,9 +318,9 @@ struct Span(u32, u32);
 ///
 /// Only `metadata.namespace`, `name`, `uid` and `resourceVersion` are read when the event arrives
 /// (what the fifo needs to coalesce events by key); the object is decoded into its type only if it
-/// survives coalescing, with [`decode`](Self::decode). The JSON is an exact-size copy of the
-/// object's bytes: a slice of the receive buffer would pin the whole buffer for as long as the event
-/// waits in the fifo.
+/// survives coalescing, with [`decode`](Self::decode). The JSON is a slice of the buffer the event
+/// was received in (no copy), so keeping a `RawObject` keeps that buffer: the fifo copies each one
+/// it takes in, and so should any other code that holds raw objects for long.
 ///
 /// ```
 /// use informer::{watch::{EventDecoder, RawEvent}, Pod};
@@ -353,6 +353,13 @@ impl fmt::Debug for RawObject {
 }
 
 impl RawObject {
+    /// Copies the JSON into an allocation of its own. An event's bytes share the buffer they were
+    /// received in; the fifo copies what it keeps pending, so that a pending event holds its own
+    /// length and not a receive buffer, and the copy lives with the thread that frees it.
+    pub(crate) fn own_bytes(&mut self) {
+        self.json = Bytes::copy_from_slice(&self.json);
+    }
+
     fn span(&self, s: Span) -> &str {
         let (start, len) = (s.0 as usize, s.1 as usize);
         // Checked as UTF-8 when the span was made (`Reader::metadata`): never fails.
@@ -635,32 +642,37 @@ impl Reader<'_> {
     }
 }
 
-/// Reads an `ADDED`/`MODIFIED`/`DELETED` event's object metadata, copying the object's JSON
-/// (`object`, at stream offset `offset`). `None` when this fast path does not apply: another event
-/// type, an object that is not a JSON object, metadata that does not parse, escaped metadata
-/// strings. The caller then decodes the event fully, which gives the event or the error
-/// `decode_event` gives.
-fn skim<T>(ty: EventType, object: &[u8], offset: u64) -> Option<RawEvent<T>> {
+/// The metadata spans of an `ADDED`/`MODIFIED`/`DELETED` event's object (its JSON `object`).
+/// `None` when this fast path does not apply: another event type, an object that is not a JSON
+/// object, metadata that does not parse, escaped metadata strings. The caller then decodes the
+/// event fully, which gives the event or the error `decode_event` gives.
+fn skim(ty: EventType, object: &[u8]) -> Option<[Span; 4]> {
     if !matches!(
         ty,
         EventType::Added | EventType::Modified | EventType::Deleted
     ) {
         return None;
     }
-    let [namespace, name, uid, resource_version] = metadata_spans(object)?;
+    metadata_spans(object)
+}
+
+/// The raw event of a [`skim`]med object: `json` (at stream offset `offset`) is a slice of the
+/// receive buffer, not a copy; the fifo copies what it keeps pending (`RawObject::own_bytes`).
+fn raw_event<T>(ty: EventType, json: Bytes, offset: u64, spans: [Span; 4]) -> RawEvent<T> {
+    let [namespace, name, uid, resource_version] = spans;
     let raw = RawObject {
-        json: Bytes::copy_from_slice(object),
+        json,
         offset,
         namespace,
         name,
         uid,
         resource_version,
     };
-    Some(match ty {
+    match ty {
         EventType::Added => RawEvent::Added(raw),
         EventType::Modified => RawEvent::Modified(raw),
         _ => RawEvent::Deleted(raw),
-    })
+    }
 }
 
 /// The apiserver's own envelope, byte for byte, at the start of `bytes`:
@@ -690,22 +702,21 @@ fn apiserver_envelope(bytes: &[u8]) -> Option<(EventType, std::ops::Range<usize>
 /// envelope by serde (which validates the object as JSON).
 fn skim_frame<T>(frame: &Frame) -> Option<RawEvent<T>> {
     let bytes = &frame.bytes[..];
-    if let Some((ty, object)) = apiserver_envelope(bytes)
-        && object.end + 1 == bytes.len()
-    {
-        return skim(
-            ty,
-            &bytes[object.clone()],
-            frame.offset + object.start as u64,
-        );
-    }
-    if !starts_an_object(bytes) {
-        return None;
-    }
-    let env = serde_json::from_slice::<RawEnvelope>(bytes).ok()?;
-    let object = env.object.get().as_bytes();
-    let at = object.as_ptr() as usize - bytes.as_ptr() as usize;
-    skim(env.ty, object, frame.offset + at as u64)
+    let (ty, object) = match apiserver_envelope(bytes) {
+        Some((ty, object)) if object.end + 1 == bytes.len() => (ty, object),
+        _ => {
+            if !starts_an_object(bytes) {
+                return None;
+            }
+            let env = serde_json::from_slice::<RawEnvelope>(bytes).ok()?;
+            let object = env.object.get().as_bytes();
+            let at = object.as_ptr() as usize - bytes.as_ptr() as usize;
+            (env.ty, at..at + object.len())
+        }
+    };
+    let spans = skim(ty, &bytes[object.clone()])?;
+    let offset = frame.offset + object.start as u64;
+    Some(raw_event(ty, frame.bytes.slice(object), offset, spans))
 }
 
 /// Whether `bytes` holds a JSON object, leading whitespace aside.
@@ -842,14 +853,20 @@ impl<T: Object> EventDecoder<T> {
         // The apiserver's envelope, complete before the last newline received, is split where it
         // lies: one scan finds the object's end (faster than a parse), and the skim reads just
         // the metadata. The end is where framing would put it (the envelope around the object
-        // holds no bracket or escape), so `skip_parsed` keeps the offsets and the size limit.
+        // holds no bracket or escape), so `take_parsed` keeps the offsets and the size limit.
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
             && let Some((ty, object)) = apiserver_envelope(bytes)
-            && let Some(event) = skim(ty, &bytes[object.clone()], offset + object.start as u64)
+            && let Some(spans) = skim(ty, &bytes[object.clone()])
         {
-            self.frames.skip_parsed(object.end + 1)?;
-            return Ok(Some(event));
+            let value = self.frames.take_parsed(object.end + 1)?;
+            let json = value.slice(object.start..object.end);
+            return Ok(Some(raw_event(
+                ty,
+                json,
+                offset + object.start as u64,
+                spans,
+            )));
         }
         match self.frames.next_frame()? {
             Some(frame) => match skim_frame(&frame) {
@@ -1035,6 +1052,30 @@ mod tests {
         Some(
             spans.map(|Span(start, len)| object[start as usize..(start + len) as usize].to_owned()),
         )
+    }
+
+    #[test]
+    fn raw_objects_share_the_receive_buffer_until_given_bytes_of_their_own() {
+        let a = r#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"1"}}}"#;
+        let b = r#"{"type":"ADDED","object":{"metadata":{"name":"b","resourceVersion":"2"}}}"#;
+        let mut dec = EventDecoder::<crate::Pod>::new();
+        dec.push(format!("{a}\n{b}\n").as_bytes());
+        let mut next = || match dec.next_raw().unwrap() {
+            Some(RawEvent::Added(raw)) => raw,
+            _ => panic!("no raw event"),
+        };
+        let (mut first, second) = (next(), next());
+        // Both objects lie where they were received, one line apart: no copy each.
+        let apart = second.json().as_ptr() as usize - first.json().as_ptr() as usize;
+        assert_eq!(apart, a.len() + 1);
+        let received = first.json().as_ptr();
+        first.own_bytes();
+        assert_ne!(first.json().as_ptr(), received);
+        assert_eq!(
+            first.json(),
+            br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#
+        );
+        assert_eq!((first.key().as_str(), first.resource_version()), ("a", "1"));
     }
 
     #[test]

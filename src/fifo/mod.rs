@@ -41,6 +41,12 @@
 //! reported to the producer ([`DeltaFifo::take_decode_error`]), which must relist: until a relist
 //! ends, pops report no caught-up resourceVersion.
 //!
+//! The consumer copies each raw object's JSON as it drains it (`RawObject::own_bytes`). The
+//! reader hands over slices of its receive buffers, which the inbox's capacity keeps short-lived;
+//! a pending object that waits long holds an exact-size copy instead, allocated (and later freed)
+//! by the consumer's thread. Copied by the reader, the pending bytes would sit in the allocator
+//! arena of whichever runtime worker read them, and each arena keeps its peak.
+//!
 //! # Listed objects decoded by the producer
 //! A streaming list's objects come raw ([`DeltaFifo::relist_raw_page`]), and the consumer alone would
 //! decode them all while the producer, which only frames them, waits for room. So while the consumer
@@ -858,7 +864,8 @@ impl<T: Object> FifoConsumer<T> {
                 break;
             }
             match input {
-                Input::Event(d) => {
+                Input::Event(mut d) => {
+                    d.held_mut().own_bytes();
                     if !d.is_tombstone() && !d.resource_version().is_empty() {
                         self.newest_rv.clear();
                         self.newest_rv.push_str(d.resource_version());
@@ -871,7 +878,8 @@ impl<T: Object> FifoConsumer<T> {
                 }
                 Input::BeginRelist => self.pending.begin_relist(),
                 Input::Page(items) => {
-                    for obj in items {
+                    for mut obj in items {
+                        obj.own_bytes();
                         self.pending.listed(obj, known);
                     }
                 }
@@ -928,7 +936,7 @@ impl<T: Object> FifoConsumer<T> {
         let (key, deltas, initial) = match self.pending.pop_front() {
             Some((key, entry)) => {
                 let first = self.resolve(entry.first);
-                let second = entry.second.and_then(|c| self.resolve(c));
+                let second = entry.second.and_then(|c| self.resolve(*c));
                 let deltas = match (first, second) {
                     (Some(a), Some(b)) => PoppedDeltas::Two([a, b]),
                     (Some(d), None) | (None, Some(d)) => PoppedDeltas::One([d]),

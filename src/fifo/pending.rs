@@ -37,6 +37,16 @@ impl<T> Clone for Held<T> {
     }
 }
 
+impl<T> Held<T> {
+    /// Gives a raw object's JSON an allocation of its own (see `RawObject::own_bytes`): the
+    /// consumer calls it on what it takes in, before keeping it pending.
+    pub(super) fn own_bytes(&mut self) {
+        if let Held::Raw(r) = self {
+            r.own_bytes();
+        }
+    }
+}
+
 impl<T: Object> Held<T> {
     pub(super) fn resource_version(&self) -> &str {
         match self {
@@ -87,11 +97,15 @@ pub(super) enum Change<T> {
     Modified(Held<T>),
     /// Deleted, with the final state from a watch event.
     Deleted(Held<T>),
-    /// Deleted, inferred by a relist ([`DeletedObject::Tombstone`]).
-    Tombstone {
-        key: String,
-        last_known: Held<T>,
-    },
+    /// Deleted, inferred by a relist ([`DeletedObject::Tombstone`]). Boxed: rare, and inline it
+    /// would make every pending entry a key's length larger.
+    Tombstone(Box<Tombstone<T>>),
+}
+
+/// A relist's inferred deletion: the key and its last known state.
+pub(super) struct Tombstone<T> {
+    key: String,
+    last_known: Held<T>,
 }
 
 impl<T> From<Delta<T>> for Change<T> {
@@ -100,10 +114,12 @@ impl<T> From<Delta<T>> for Change<T> {
             Delta::Added(o) => Change::Added(Held::Decoded(o)),
             Delta::Modified(o) => Change::Modified(Held::Decoded(o)),
             Delta::Deleted(DeletedObject::Final(o)) => Change::Deleted(Held::Decoded(o)),
-            Delta::Deleted(DeletedObject::Tombstone { key, last_known }) => Change::Tombstone {
-                key,
-                last_known: Held::Decoded(last_known),
-            },
+            Delta::Deleted(DeletedObject::Tombstone { key, last_known }) => {
+                Change::Tombstone(Box::new(Tombstone {
+                    key,
+                    last_known: Held::Decoded(last_known),
+                }))
+            }
         }
     }
 }
@@ -112,7 +128,14 @@ impl<T: Object> Change<T> {
     pub(super) fn held(&self) -> &Held<T> {
         match self {
             Change::Added(h) | Change::Modified(h) | Change::Deleted(h) => h,
-            Change::Tombstone { last_known, .. } => last_known,
+            Change::Tombstone(t) => &t.last_known,
+        }
+    }
+
+    pub(super) fn held_mut(&mut self) -> &mut Held<T> {
+        match self {
+            Change::Added(h) | Change::Modified(h) | Change::Deleted(h) => h,
+            Change::Tombstone(t) => &mut t.last_known,
         }
     }
 
@@ -131,9 +154,9 @@ impl<T: Object> Change<T> {
     /// Writes the cache key into `buf` (cleared first).
     fn write_key(&self, buf: &mut String) {
         match self {
-            Change::Tombstone { key, .. } => {
+            Change::Tombstone(t) => {
                 buf.clear();
-                buf.push_str(key);
+                buf.push_str(&t.key);
             }
             other => other.held().write_key(buf),
         }
@@ -152,17 +175,21 @@ impl<T: Object> Change<T> {
             Change::Added(h) => Delta::Added(resolve(h)?),
             Change::Modified(h) => Delta::Modified(resolve(h)?),
             Change::Deleted(h) => Delta::Deleted(DeletedObject::Final(resolve(h)?)),
-            Change::Tombstone { key, last_known } => Delta::Deleted(DeletedObject::Tombstone {
-                key,
-                last_known: resolve(last_known)?,
-            }),
+            Change::Tombstone(t) => {
+                let Tombstone { key, last_known } = *t;
+                Delta::Deleted(DeletedObject::Tombstone {
+                    key,
+                    last_known: resolve(last_known)?,
+                })
+            }
         })
     }
 }
 
 pub(super) struct Entry<T> {
     pub(super) first: Change<T>,
-    pub(super) second: Option<Change<T>>,
+    /// Boxed: only a deletion followed by a re-create with a new uid fills it.
+    pub(super) second: Option<Box<Change<T>>>,
     seq: u64,
     pub(super) initial: bool,
 }
@@ -173,10 +200,10 @@ impl<T: Object> Entry<T> {
         self.first.held().raw_bytes() + self.second.as_ref().map_or(0, |c| c.held().raw_bytes())
     }
     fn last(&self) -> &Change<T> {
-        self.second.as_ref().unwrap_or(&self.first)
+        self.second.as_deref().unwrap_or(&self.first)
     }
     fn last_mut(&mut self) -> &mut Change<T> {
-        self.second.as_mut().unwrap_or(&mut self.first)
+        self.second.as_deref_mut().unwrap_or(&mut self.first)
     }
 }
 
@@ -366,7 +393,7 @@ impl<T: Object> Pending<T> {
             }
             (x @ (Change::Deleted(_) | Change::Tombstone { .. }), Change::Added(y)) => {
                 if x.held().uid() != y.uid() {
-                    entry.second = Some(Change::Added(y));
+                    entry.second = Some(Box::new(Change::Added(y)));
                 } else {
                     entry.first = Change::Modified(y);
                 }
@@ -459,10 +486,10 @@ impl<T: Object> Pending<T> {
                 continue;
             };
             let last_known = entry.last().held().clone();
-            let tomb = Change::Tombstone {
+            let tomb = Change::Tombstone(Box::new(Tombstone {
                 key: key.to_string(),
                 last_known,
-            };
+            }));
             self.coalesce(&key, tomb, known);
             self.mark_initial(&key);
         }
@@ -470,10 +497,10 @@ impl<T: Object> Pending<T> {
             let Some(obj) = known.get_by_key(&key) else {
                 continue;
             };
-            let tomb = Change::Tombstone {
+            let tomb = Change::Tombstone(Box::new(Tombstone {
                 key: key.to_string(),
                 last_known: Held::Decoded(obj),
-            };
+            }));
             self.coalesce(&key, tomb, known);
             self.mark_initial(&key);
         }

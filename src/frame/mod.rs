@@ -279,6 +279,21 @@ impl FrameDecoder {
         Ok(())
     }
 
+    /// Like [`skip_parsed`](Self::skip_parsed), but hands out the value's bytes: they share the
+    /// receive buffer (no copy), so whoever keeps them long should copy them.
+    pub(crate) fn take_parsed(&mut self, n: usize) -> Result<Bytes> {
+        debug_assert!(self.state == State::Between && n <= self.buf.len());
+        let bytes = self.buf.split_to(n).freeze();
+        self.offset += n as u64;
+        self.scanned = self.scanned.saturating_sub(n);
+        if n > self.max_frame {
+            return Err(Error::FrameTooLarge {
+                limit: self.max_frame,
+            });
+        }
+        Ok(bytes)
+    }
+
     /// The stream offset just past the last byte pushed.
     pub(crate) fn stream_end(&self) -> u64 {
         self.offset + self.buf.len() as u64
