@@ -59,7 +59,6 @@ use crate::model::Object;
 use hashbrown::HashTable;
 pub(crate) use key::KeyHasher;
 use key::{StoreKey, hash_parts, split_key};
-use smol_str::SmolStr;
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
 pub use writer::Writer;
@@ -117,7 +116,7 @@ struct Padded<S>(S);
 
 type Shard<T> = RwLock<HashTable<(StoreKey, Arc<T>)>>;
 /// Index value -> (key -> object), in key order.
-type Buckets<T> = HashMap<String, BTreeMap<SmolStr, Arc<T>>>;
+type Buckets<T> = HashMap<String, BTreeMap<StoreKey, Arc<T>>>;
 
 struct Index<T> {
     func: IndexFn<T>,
@@ -210,7 +209,7 @@ impl<T: Object> Store<T> {
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
         let (hash, shard) = self.locate(namespace, name);
         read(shard)
-            .find(hash, |(k, _)| k.is(hash, namespace, name))
+            .find(hash, |(k, _)| k.is(namespace, name))
             .map(|(_, o)| o.clone())
     }
 
@@ -266,7 +265,7 @@ impl<T: Object> Store<T> {
     pub fn keys(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(read(&s.0).iter().map(|(k, _)| k.full().to_string()));
+            out.extend(read(&s.0).iter().map(|(k, _)| k.as_str().to_owned()));
         }
         out
     }
@@ -312,13 +311,15 @@ impl<T: Object> Store<T> {
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
         let mut map = write(shard);
-        let found = map.find_mut(hash, |(k, _)| k.is(hash, namespace, name));
+        let found = map.find_mut(hash, |(k, _)| k.is(namespace, name));
         let (key, old) = match found {
-            Some((k, slot)) => (k.full().clone(), Some(std::mem::replace(slot, obj.clone()))),
+            Some((k, slot)) => (k.clone(), Some(std::mem::replace(slot, obj.clone()))),
             None => {
-                let k = StoreKey::new(namespace, name, hash);
-                let key = k.full().clone();
-                map.insert_unique(hash, (k, obj.clone()), |(k, _)| k.hash());
+                let k = StoreKey::new(namespace, name);
+                let key = k.clone();
+                map.insert_unique(hash, (k, obj.clone()), |(k, _)| {
+                    hash_parts(&self.hasher, k.namespace(), k.name())
+                });
                 // Relaxed: see `len`; the write locks order the updates.
                 self.len.0.fetch_add(1, Ordering::Relaxed);
                 (key, None)
@@ -341,16 +342,14 @@ impl<T: Object> Store<T> {
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
         let mut map = write(shard);
-        let entry = map
-            .find_entry(hash, |(k, _)| k.is(hash, namespace, name))
-            .ok()?;
+        let entry = map.find_entry(hash, |(k, _)| k.is(namespace, name)).ok()?;
         let ((k, old), _) = entry.remove();
         // Relaxed: see `len`.
         self.len.0.fetch_sub(1, Ordering::Relaxed);
         drop(map);
         let mut caught = Vec::new();
         for (name, index) in indexes.iter_mut() {
-            update_index(index, name, k.full(), Some(&old), None, &mut caught);
+            update_index(index, name, &k, Some(&old), None, &mut caught);
         }
         drop(indexes);
         self.report_index_panics(caught);
@@ -472,7 +471,7 @@ impl<T: Object> Store<T> {
         let mut caught = Vec::new();
         for s in self.shards.iter() {
             for (k, obj) in read(&s.0).iter() {
-                update_index(&mut index, name, k.full(), None, Some(obj), &mut caught);
+                update_index(&mut index, name, k, None, Some(obj), &mut caught);
             }
         }
         indexes.insert(name.to_string(), index);
@@ -499,7 +498,9 @@ impl<T: Object> Store<T> {
     /// assert!(informer::store::Store::<informer::Pod>::new().index_keys("namespace", "x").unwrap().is_empty());
     /// ```
     pub fn index_keys(&self, index: &str, value: &str) -> Result<Vec<String>, StoreError> {
-        self.with_bucket(index, value, |b| b.keys().map(|k| k.to_string()).collect())
+        self.with_bucket(index, value, |b| {
+            b.keys().map(|k| k.as_str().to_owned()).collect()
+        })
     }
 
     /// Every value index `index` currently has (non-empty buckets only), in no particular order.
@@ -519,7 +520,7 @@ impl<T: Object> Store<T> {
         &self,
         index: &str,
         value: &str,
-        f: impl FnOnce(&BTreeMap<SmolStr, Arc<T>>) -> R,
+        f: impl FnOnce(&BTreeMap<StoreKey, Arc<T>>) -> R,
     ) -> Result<R, StoreError> {
         let indexes = read(&self.indexes.0);
         let index = indexes
@@ -563,7 +564,7 @@ impl<T: Object> Store<T> {
 fn update_index<T>(
     index: &mut Index<T>,
     name: &str,
-    key: &SmolStr,
+    key: &StoreKey,
     old: Option<&T>,
     new: Option<&Arc<T>>,
     caught: &mut Vec<CaughtPanic>,
@@ -573,7 +574,11 @@ fn update_index<T>(
     let mut values_of = |o: &T| match catch_unwind(AssertUnwindSafe(|| (index.func)(o))) {
         Ok(values) => Some(values),
         Err(payload) => {
-            caught.push((name.to_owned(), key.to_string(), panic_message(&*payload)));
+            caught.push((
+                name.to_owned(),
+                key.as_str().to_owned(),
+                panic_message(&*payload),
+            ));
             None
         }
     };
@@ -646,14 +651,14 @@ impl<T: Object> KnownObjects<T> for Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         read(shard)
-            .find(hash, |(k, _)| k.is(hash, namespace, name))
+            .find(hash, |(k, _)| k.is(namespace, name))
             .is_some_and(|(_, o)| o.meta().resource_version == rv)
     }
 
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         for s in self.shards.iter() {
             for (k, _) in read(&s.0).iter() {
-                f(k.full());
+                f(k.as_str());
             }
         }
     }
