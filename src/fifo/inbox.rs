@@ -33,7 +33,8 @@
 //!
 //! Under `--cfg informer_loom` the queue is a loom `Mutex<VecDeque>`, a linearizable stand-in for
 //! crossbeam's `SegQueue` (which is linearizable too); loom then checks the protocol above and
-//! everything built on it. The async wait (tokio's `Notify`) is not built under loom.
+//! everything built on it. The async waits (tokio's `Notify`) are built but not modelled: loom
+//! does not see their synchronisation, and the models do not call them.
 
 #[cfg(informer_loom)]
 use loom::sync::{
@@ -60,12 +61,10 @@ pub(crate) struct Inbox<E> {
     waiters: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,
-    #[cfg(not(informer_loom))]
     notify: tokio::sync::Notify,
     /// Weight of the inputs pushed and not yet popped (see "Room").
     queued: AtomicUsize,
     /// Producers waiting for room (see "Room").
-    #[cfg(not(informer_loom))]
     room: tokio::sync::Notify,
 }
 
@@ -77,10 +76,8 @@ impl<E> Inbox<E> {
             waiters: AtomicUsize::new(0),
             lock: Mutex::new(()),
             cond: Condvar::new(),
-            #[cfg(not(informer_loom))]
             notify: tokio::sync::Notify::new(),
             queued: AtomicUsize::new(0),
-            #[cfg(not(informer_loom))]
             room: tokio::sync::Notify::new(),
         }
     }
@@ -105,7 +102,6 @@ impl<E> Inbox<E> {
             // sleep: it is now asleep on `cond` (the wait released the lock) or has not checked yet.
             drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
             self.cond.notify_all();
-            #[cfg(not(informer_loom))]
             self.notify.notify_one();
         }
     }
@@ -123,7 +119,6 @@ impl<E> Inbox<E> {
     }
 
     /// Waits until fewer than `capacity` units are queued, or `closed()` is true. Cancel-safe.
-    #[cfg(not(informer_loom))]
     pub(crate) async fn wait_for_room(&self, capacity: usize, closed: impl Fn() -> bool) {
         use std::sync::atomic::Ordering::Relaxed;
         // Fast path: room (Relaxed: a bound, module docs).
@@ -145,7 +140,6 @@ impl<E> Inbox<E> {
 
     /// Wakes producers waiting for room (after the consumer popped something, or went away).
     pub(crate) fn room_made(&self) {
-        #[cfg(not(informer_loom))]
         self.room.notify_waiters();
     }
 
@@ -200,7 +194,6 @@ impl<E> WaitTicket<'_, E> {
 
     /// Step (c), async: resolves after a push after the ticket was taken (or spuriously, so callers
     /// loop). Cancel-safe: dropping the future drops the ticket.
-    #[cfg(not(informer_loom))]
     pub(crate) async fn wait_async(self) {
         let notified = self.inbox.notify.notified();
         let mut notified = std::pin::pin!(notified);

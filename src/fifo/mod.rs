@@ -189,12 +189,10 @@ struct Shared<T> {
     decode_failed: AtomicBool,
     decode_error: std::sync::Mutex<Option<Error>>,
     /// Wakes a producer waiting in `decode_failed` (a permit is kept if none waits).
-    #[cfg(not(informer_loom))]
     decode_notify: tokio::sync::Notify,
     closed: AtomicBool,
     synced: AtomicBool,
     /// Wakes `wait_synced` callers when `synced` turns true or the consumer goes away.
-    #[cfg(not(informer_loom))]
     synced_notify: tokio::sync::Notify,
     drained: AtomicUsize,
     received: AtomicU64,
@@ -278,11 +276,9 @@ impl<T: Object> DeltaFifo<T> {
             transform: std::sync::OnceLock::new(),
             decode_failed: AtomicBool::new(false),
             decode_error: std::sync::Mutex::new(None),
-            #[cfg(not(informer_loom))]
             decode_notify: tokio::sync::Notify::new(),
             closed: AtomicBool::new(false),
             synced: AtomicBool::new(false),
-            #[cfg(not(informer_loom))]
             synced_notify: tokio::sync::Notify::new(),
             drained: AtomicUsize::new(0),
             received: AtomicU64::new(0),
@@ -325,7 +321,6 @@ impl<T: Object> DeltaFifo<T> {
     }
 
     /// Waits while the inbox holds `capacity` or more objects (or until the fifo closes).
-    #[cfg(not(informer_loom))]
     async fn room(&self) {
         let closed = || self.shared.closed.load(Ordering::Relaxed);
         self.shared
@@ -356,7 +351,6 @@ impl<T: Object> DeltaFifo<T> {
     /// assert_eq!(fifo.metrics().decodes_saved, 1); // "1" was never decoded
     /// # });
     /// ```
-    #[cfg(not(informer_loom))]
     pub async fn push_raw(&self, delta: RawDelta) -> bool {
         let change = match delta {
             RawDelta::Added(r) => Change::Added(Held::Raw(r)),
@@ -377,7 +371,6 @@ impl<T: Object> DeltaFifo<T> {
     /// assert!(fifo.relist_page_async(vec![Arc::new(Pod::default())]).await);
     /// # });
     /// ```
-    #[cfg(not(informer_loom))]
     pub async fn relist_page_async(&self, items: Vec<Arc<T>>) -> bool {
         self.room().await;
         self.relist_page(items)
@@ -393,7 +386,6 @@ impl<T: Object> DeltaFifo<T> {
     /// until someone waits); then [`take_decode_error`](Self::take_decode_error) has the error,
     /// unless it was taken already. For a producer that must relist without waiting for its next
     /// event.
-    #[cfg(not(informer_loom))]
     pub async fn decode_failed(&self) {
         self.shared.decode_notify.notified().await
     }
@@ -418,7 +410,6 @@ impl<T: Object> DeltaFifo<T> {
     /// assert_eq!(consumer.try_pop().unwrap().deltas()[0].object().metadata.name, "a");
     /// # });
     /// ```
-    #[cfg(not(informer_loom))]
     pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
         let mut key = String::new();
         let mut page = Vec::with_capacity(items.len());
@@ -617,7 +608,6 @@ impl<T: Object> DeltaFifo<T> {
     /// drop(consumer);
     /// # });
     /// ```
-    #[cfg(not(informer_loom))]
     pub async fn wait_synced(&self) -> bool {
         loop {
             // Created before the checks, so a notification between them is not lost.
@@ -820,7 +810,6 @@ impl<T> Drop for FifoConsumer<T> {
         self.shared.closed.store(true, Ordering::Relaxed);
         // A producer waiting for room would wait for ever: wake it to see `closed`.
         self.shared.inbox.room_made();
-        #[cfg(not(informer_loom))]
         self.shared.synced_notify.notify_waiters();
     }
 }
@@ -921,7 +910,6 @@ impl<T: Object> FifoConsumer<T> {
         // consumer is the only writer.
         if p.synced() && !s.synced.load(Ordering::Relaxed) {
             s.synced.store(true, Ordering::Release);
-            #[cfg(not(informer_loom))]
             s.synced_notify.notify_waiters();
         }
     }
@@ -987,7 +975,6 @@ impl<T: Object> FifoConsumer<T> {
                 slot.get_or_insert(e);
                 // Relaxed: see `take_decode_error`; the error was stored under the mutex first.
                 shared.decode_failed.store(true, Ordering::Relaxed);
-                #[cfg(not(informer_loom))]
                 shared.decode_notify.notify_one();
                 None
             }
@@ -1060,7 +1047,6 @@ impl<T: Object> FifoConsumer<T> {
     /// assert!(consumer.pop_async().await.is_some());
     /// # });
     /// ```
-    #[cfg(not(informer_loom))]
     pub async fn pop_async(&mut self) -> Option<Popped<'_, T>> {
         loop {
             self.drain_if_due();
