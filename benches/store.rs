@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use criterion::{Criterion, criterion_group};
 use informer::Pod;
-use informer::store::Writer;
+use informer::store::{Ref, Writer};
 
 const NAMESPACES: usize = 100;
 const PER_NAMESPACE: usize = 100;
@@ -43,7 +43,7 @@ fn keys() -> Vec<(String, usize)> {
         .collect()
 }
 
-fn get(store: &Writer<Pod>, (full, name_start): &(String, usize)) -> Option<Arc<Pod>> {
+fn get<'a>(store: &'a Writer<Pod>, (full, name_start): &(String, usize)) -> Option<Ref<'a, Pod>> {
     store.get(&full[..name_start - 1], &full[*name_start..])
 }
 

@@ -26,6 +26,7 @@ use crate::informer::{HandlerFns, HandlerId, Informer, InformerFactory};
 use crate::model::{
     EndpointSlice, Endpoints, Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service,
 };
+use crate::store::Ref;
 
 /// `(namespace, service)`.
 pub(crate) type ServiceKey = (String, String);
@@ -896,7 +897,8 @@ impl Cache {
     /// The endpoint objects of a Service, from the informer stores.
     fn read_source(&self, watch: &Watch, ns: &str, name: &str) -> Source {
         if let Some(inf) = &watch.endpoints {
-            return Source::Endpoints(inf.store().get(ns, name));
+            let endpoints = inf.store().get(ns, name);
+            return Source::Endpoints(endpoints.map(|e| Ref::to_arc(&e)));
         }
         let Some(inf) = &watch.slices else {
             return Source::Slices(Vec::new());

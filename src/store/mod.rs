@@ -3,10 +3,11 @@
 //!
 //! # Reading
 //! An informer hands out a read-only [`Store`] ([`Informer::store`](crate::Informer::store)); its
-//! pipeline is the only writer. Lookups take no network round trip and copy nothing but an `Arc`:
-//! [`Store::get`] by namespace and name, [`Store::list`], [`Store::list_namespace`],
-//! [`Store::list_selected`] by label selector, and [`Store::by_index`] for the indexes added with
-//! [`Store::add_index`]. [`Writer`] is the write side, for tests and custom pipelines.
+//! pipeline is the only writer. Lookups take no network round trip: [`Store::get`] by namespace and
+//! name borrows the object (a [`Ref`], which writes nothing to it); [`Store::list`],
+//! [`Store::list_namespace`], [`Store::list_selected`] by label selector, and [`Store::by_index`]
+//! for the indexes added with [`Store::add_index`] return `Arc`s. [`Writer`] is the write side, for
+//! tests and custom pipelines.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -26,9 +27,13 @@
 //!   readers on different shards never touch the same cache line and a writer blocks 1/64th of the
 //!   readers, briefly.
 //! - **Allocation-free lookups.** [`Store::get`] takes a borrowed `(namespace, name)` and queries
-//!   the shard's `hashbrown::HashTable` with a precomputed hash and an equality closure (`key.rs`). The key's hash (a fast keyed hash, seeded per store
-//!   so crafted names cannot be precomputed to collide) is computed once per lookup and reused by the
-//!   shard's map.
+//!   the shard's `hashbrown::HashTable` with a precomputed hash and an equality closure (`key.rs`).
+//!   The key's hash (a fast keyed hash, seeded per store so crafted names cannot be precomputed to
+//!   collide) is computed once per lookup and reused by the shard's map.
+//! - **Lookups that do not write to the object.** [`Store::get`] returns a [`Ref`]: the shard counts
+//!   its live `Ref`s, and a writer that removes an object while any is live keeps it until they
+//!   have gone (`shard.rs`). An `Arc` clone's locked increment would land on the object's own cache
+//!   line, cold in a large store, and cost more than the rest of the lookup.
 //! - **Indexes.** All indexes live behind one `RwLock`. Each bucket (index value) maps key to object,
 //!   in key order, so [`Store::by_index`] reads the index alone and [`Store::index_keys`] comes out
 //!   sorted. The namespace index ([`NAMESPACE_INDEX`]) is built in. Empty buckets are removed (I5).
@@ -46,6 +51,7 @@
 
 mod key;
 mod selector;
+mod shard;
 mod writer;
 
 use std::collections::{BTreeMap, HashMap};
@@ -56,11 +62,12 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::fifo::{Delta, KnownObjects};
 use crate::model::Object;
-use hashbrown::HashTable;
 pub(crate) use key::KeyHasher;
 use key::{StoreKey, hash_parts, split_key};
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
+pub use shard::Ref;
+use shard::Shard;
 pub use writer::Writer;
 
 /// Name of the built-in index from namespace to objects (client-go's `NamespaceIndex`). Cluster-scoped
@@ -114,7 +121,6 @@ impl std::error::Error for StoreError {}
 #[repr(align(128))]
 struct Padded<S>(S);
 
-type Shard<T> = RwLock<HashTable<(StoreKey, Arc<T>)>>;
 /// Index value -> (key -> object), in key order.
 type Buckets<T> = HashMap<String, BTreeMap<StoreKey, Arc<T>>>;
 
@@ -179,7 +185,7 @@ impl<T: Object> Store<T> {
         )]);
         Store {
             hasher: KeyHasher::new(),
-            shards: (0..SHARDS).map(|_| Padded(RwLock::default())).collect(),
+            shards: (0..SHARDS).map(|_| Padded(Shard::default())).collect(),
             indexes: Padded(RwLock::new(indexes)),
             len: Padded(AtomicUsize::new(0)),
             last_applied_rv: Padded(Mutex::new(String::new())),
@@ -196,7 +202,9 @@ impl<T: Object> Store<T> {
         (hash, shard)
     }
 
-    /// The object `namespace/name` (`namespace` empty for cluster-scoped). Allocates nothing.
+    /// The object `namespace/name` (`namespace` empty for cluster-scoped), borrowed: read it
+    /// through the [`Ref`], keep it with [`Ref::to_arc`]. Allocates nothing and writes nothing to
+    /// the object.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Node, store::Store};
@@ -206,11 +214,13 @@ impl<T: Object> Store<T> {
     /// store.insert(Arc::new(n));
     /// assert!(store.get("", "node-1").is_some());
     /// ```
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<T>> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Ref<'_, T>> {
         let (hash, shard) = self.locate(namespace, name);
-        read(shard)
-            .find(hash, |(k, _)| k.is(namespace, name))
-            .map(|(_, o)| o.clone())
+        shard.pin(|map| {
+            map.table
+                .find(hash, |(k, _)| k.is(namespace, name))
+                .map(|(_, o)| o)
+        })
     }
 
     /// The object with cache key `key` (`namespace/name` or `name`).
@@ -220,7 +230,7 @@ impl<T: Object> Store<T> {
     /// let store = informer::store::Writer::<Pod>::new();
     /// assert!(store.get_key("default/web").is_none());
     /// ```
-    pub fn get_key(&self, key: &str) -> Option<Arc<T>> {
+    pub fn get_key(&self, key: &str) -> Option<Ref<'_, T>> {
         let (namespace, name) = split_key(key);
         self.get(namespace, name)
     }
@@ -252,7 +262,7 @@ impl<T: Object> Store<T> {
     pub fn list(&self) -> Vec<Arc<T>> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(read(&s.0).iter().map(|(_, o)| o.clone()));
+            out.extend(s.0.read().table.iter().map(|(_, o)| o.clone()));
         }
         out
     }
@@ -265,7 +275,7 @@ impl<T: Object> Store<T> {
     pub fn keys(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(read(&s.0).iter().map(|(k, _)| k.as_str().to_owned()));
+            out.extend(s.0.read().table.iter().map(|(k, _)| k.as_str().to_owned()));
         }
         out
     }
@@ -295,8 +305,9 @@ impl<T: Object> Store<T> {
     pub fn list_selected(&self, selector: &LabelSelector) -> Vec<Arc<T>> {
         let mut out = Vec::new();
         for s in self.shards.iter() {
-            let shard = read(&s.0);
+            let shard = s.0.read();
             let selected = shard
+                .table
                 .iter()
                 .filter(|(_, o)| selector.matches(&o.meta().labels));
             out.extend(selected.map(|(_, o)| o.clone()));
@@ -310,14 +321,14 @@ impl<T: Object> Store<T> {
         let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
-        let mut map = write(shard);
-        let found = map.find_mut(hash, |(k, _)| k.is(namespace, name));
+        let mut map = shard.write();
+        let found = map.table.find_mut(hash, |(k, _)| k.is(namespace, name));
         let (key, old) = match found {
             Some((k, slot)) => (k.clone(), Some(std::mem::replace(slot, obj.clone()))),
             None => {
                 let k = StoreKey::new(namespace, name);
                 let key = k.clone();
-                map.insert_unique(hash, (k, obj.clone()), |(k, _)| {
+                map.table.insert_unique(hash, (k, obj.clone()), |(k, _)| {
                     hash_parts(&self.hasher, k.namespace(), k.name())
                 });
                 // Relaxed: see `len`; the write locks order the updates.
@@ -325,8 +336,13 @@ impl<T: Object> Store<T> {
                 (key, None)
             }
         };
+        let released = match &old {
+            Some(o) => shard.retire(&mut map, o),
+            None => shard.releasable(&mut map),
+        };
         // Readers of this shard need not wait for the index work (see "Consistency").
         drop(map);
+        drop(released);
         let mut caught = Vec::new();
         for (name, index) in indexes.iter_mut() {
             update_index(index, name, &key, old.as_deref(), Some(&obj), &mut caught);
@@ -341,12 +357,17 @@ impl<T: Object> Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
-        let mut map = write(shard);
-        let entry = map.find_entry(hash, |(k, _)| k.is(namespace, name)).ok()?;
+        let mut map = shard.write();
+        let entry = map
+            .table
+            .find_entry(hash, |(k, _)| k.is(namespace, name))
+            .ok()?;
         let ((k, old), _) = entry.remove();
         // Relaxed: see `len`.
         self.len.0.fetch_sub(1, Ordering::Relaxed);
+        let released = shard.retire(&mut map, &old);
         drop(map);
+        drop(released);
         let mut caught = Vec::new();
         for (name, index) in indexes.iter_mut() {
             update_index(index, name, &k, Some(&old), None, &mut caught);
@@ -470,7 +491,7 @@ impl<T: Object> Store<T> {
         };
         let mut caught = Vec::new();
         for s in self.shards.iter() {
-            for (k, obj) in read(&s.0).iter() {
+            for (k, obj) in s.0.read().table.iter() {
                 update_index(&mut index, name, k, None, Some(obj), &mut caught);
             }
         }
@@ -642,22 +663,28 @@ fn write<S>(lock: &RwLock<S>) -> std::sync::RwLockWriteGuard<'_, S> {
 
 impl<T: Object> KnownObjects<T> for Store<T> {
     fn get_by_key(&self, key: &str) -> Option<Arc<T>> {
-        self.get_key(key)
+        let (namespace, name) = split_key(key);
+        let (hash, shard) = self.locate(namespace, name);
+        let map = shard.read();
+        let found = map.table.find(hash, |(k, _)| k.is(namespace, name));
+        found.map(|(_, o)| o.clone())
     }
 
     fn holds_version(&self, key: &str, rv: &str) -> bool {
         // No `Arc` clone: its atomic increment on the object's cold cache line would cost more
-        // than the rest of the check (see `get`).
+        // than the rest of the check (see `shard.rs`).
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
-        read(shard)
+        shard
+            .read()
+            .table
             .find(hash, |(k, _)| k.is(namespace, name))
             .is_some_and(|(_, o)| o.meta().resource_version == rv)
     }
 
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         for s in self.shards.iter() {
-            for (k, _) in read(&s.0).iter() {
+            for (k, _) in s.0.read().table.iter() {
                 f(k.as_str());
             }
         }

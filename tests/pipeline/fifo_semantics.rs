@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use informer::Pod;
 use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, PENDING_RAW_BYTES, RawDelta};
-use informer::store::Writer;
+use informer::store::{Ref, Writer};
 use informer::watch::{EventDecoder, RawEvent};
 
 fn pod(key: &str, rv: &str, uid: &str) -> Arc<Pod> {
@@ -242,7 +242,7 @@ fn a_key_cancelled_out_goes_to_the_back_when_pending_again() {
 #[test]
 fn relist_unchanged_changed_new_and_gone() {
     let (store, fifo, mut c) = setup(&[("ns/same", "1"), ("ns/changed", "1"), ("ns/gone", "1")]);
-    let same_before = store.get("ns", "same").unwrap();
+    let same_before = Ref::to_arc(&store.get("ns", "same").unwrap());
     fifo.begin_relist();
     fifo.relist_page(vec![
         pod("ns/same", "1", "u1"),
@@ -255,7 +255,8 @@ fn relist_unchanged_changed_new_and_gone() {
         ["ns/changed=[M:2]", "ns/new=[A:3]", "ns/gone=[T:1]"]
     );
     // The unchanged object kept the store's allocation.
-    assert!(Arc::ptr_eq(&store.get("ns", "same").unwrap(), &same_before));
+    let same = store.get("ns", "same").unwrap();
+    assert!(Arc::ptr_eq(&Ref::to_arc(&same), &same_before));
     assert_eq!(store.len(), 3);
 }
 

@@ -190,3 +190,87 @@ fn last_applied_resource_version_round_trips() {
     s.set_last_applied_resource_version("101");
     assert_eq!(s.last_applied_resource_version(), "101");
 }
+
+/// A `Ref` reads the object it found even after the store replaced and removed it; the store keeps
+/// that object exactly as long as a `Ref` into its shard lives (`src/store/shard.rs`).
+#[test]
+fn a_ref_keeps_its_object_until_it_goes() {
+    let s = Writer::new();
+    let first = pod("a", "x", "node-1", &[]);
+    s.insert(first.clone());
+    let r = s.get("a", "x").unwrap();
+    drop(s.insert(pod("a", "x", "node-2", &[])));
+    drop(s.remove("a/x"));
+    assert_eq!(r.spec.node_name.as_deref(), Some("node-1"));
+    assert_eq!(Arc::strong_count(&first), 2, "the test's and the store's");
+    drop(r);
+    assert_eq!(Arc::strong_count(&first), 1, "released with the last Ref");
+    assert!(s.get("a", "x").is_none());
+}
+
+/// Without a live `Ref`, a replaced object is the caller's alone: the store keeps no copy.
+#[test]
+fn without_a_ref_the_store_keeps_nothing_it_removed() {
+    let s = Writer::new();
+    let first = pod("a", "x", "", &[]);
+    s.insert(first.clone());
+    drop(s.get("a", "x").unwrap());
+    let old = s.insert(pod("a", "x", "node-2", &[])).unwrap();
+    assert!(Arc::ptr_eq(&old, &first));
+    drop(old);
+    assert_eq!(Arc::strong_count(&first), 1);
+}
+
+/// Many `Ref`s at once, readers on other threads and a writer replacing every object until they are
+/// done: every `Ref` reads a whole object of its key, and once all are gone nothing is kept.
+#[test]
+fn refs_on_many_threads_while_a_writer_replaces_everything() {
+    use informer::store::Ref;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const READERS: usize = 3;
+    let s = Arc::new(Writer::new());
+    let names: Vec<String> = (0..64).map(|i| format!("p{i}")).collect();
+    let firsts: Vec<Arc<Pod>> = names.iter().map(|n| pod("a", n, "0", &[])).collect();
+    for p in &firsts {
+        s.insert(p.clone());
+    }
+    let done = Arc::new(AtomicUsize::new(0));
+    let readers: Vec<_> = (0..READERS)
+        .map(|t| {
+            let (s, names, done) = (s.clone(), names.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut kept = Vec::new();
+                for _ in 0..200 {
+                    // Several Refs held at once, some kept as Arcs.
+                    let refs: Vec<Ref<'_, Pod>> =
+                        names.iter().filter_map(|n| s.get("a", n)).collect();
+                    assert_eq!(refs.len(), names.len());
+                    for (r, n) in refs.iter().zip(&names) {
+                        assert_eq!(&r.metadata.name, n);
+                        assert!(r.spec.node_name.as_deref().unwrap().parse::<u32>().is_ok());
+                    }
+                    kept.push(Ref::to_arc(&refs[t]));
+                }
+                done.fetch_add(1, Ordering::Release);
+                kept
+            })
+        })
+        .collect();
+    let mut round = 0u32;
+    while done.load(Ordering::Acquire) < READERS || round < 2000 {
+        round += 1;
+        let n = &names[round as usize % names.len()];
+        drop(s.insert(pod("a", n, &round.to_string(), &[])));
+    }
+    let kept: Vec<Arc<Pod>> = readers
+        .into_iter()
+        .flat_map(|r| r.join().unwrap())
+        .collect();
+    assert!(kept.iter().all(|p| p.metadata.name.starts_with('p')));
+    drop(kept);
+    // One more write per object lets go of whatever the last Refs could not.
+    for n in &names {
+        drop(s.insert(pod("a", n, "9", &[])));
+    }
+    assert!(firsts.iter().all(|p| Arc::strong_count(p) == 1));
+}
