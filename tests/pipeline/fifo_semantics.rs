@@ -782,10 +782,38 @@ fn raw_listed(key: u64, rv: u64) -> informer::watch::RawObject {
 }
 
 #[test]
+fn a_consumer_that_keeps_up_still_gets_half_the_list_decoded_by_the_producer() {
+    // The consumer is never behind (capacity 1024), yet the producer decodes every other listed
+    // object, so the first list's decode is shared from its first page.
+    let store = Arc::new(Writer::<Pod>::new());
+    let (fifo, mut c) = DeltaFifo::new(store.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    assert!(fifo.begin_relist());
+    for page in [0..5, 5..8] {
+        rt.block_on(async {
+            let page = page.map(|k| raw_listed(k, k + 1)).collect();
+            assert!(fifo.relist_raw_page(page).await)
+        });
+    }
+    fifo.end_relist();
+    assert_eq!(drain(&store, &mut c).len(), 8);
+    let m = fifo.metrics();
+    // Pages of 5 and 3: the producer decoded positions 1 and 3 of each (p1, p3, p6), the consumer
+    // the other five.
+    assert_eq!((m.raw_received, m.decoded), (5, 5), "{m:?}");
+    assert_eq!(store.len(), 8);
+    assert!(fifo.has_synced());
+}
+
+#[test]
 fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
-    // Capacity 3. The first page goes over raw; the consumer takes it in and pops one key, so it
-    // has 3 still to go through: behind. The producer then decodes the next page itself, but for
-    // the object that is not a Pod: that one goes over raw and the consumer reports it.
+    // Capacity 3. The consumer is not behind: of the first page, the producer decodes every other
+    // object (p1, p3) and the rest go over raw. The consumer takes the page in and pops one key,
+    // so it has 3 still to go through: behind. The producer then decodes all of the next page
+    // itself, but for the object that is not a Pod: that one goes over raw and the consumer
+    // reports it.
     let store = Arc::new(Writer::<Pod>::new());
     let (fifo, mut c) = DeltaFifo::with_capacity(store.clone(), 3);
     let bad = "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"p9\",\"namespace\":\"ns\",\"resourceVersion\":\"9\"},\"spec\":{\"containers\":7}}}\n";
@@ -817,11 +845,11 @@ fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
         "6"
     );
     let m = fifo.metrics();
-    // The first page's four objects came raw and were decoded by the consumer, plus the bad one,
-    // which it failed to decode; the producer decoded p4 and p5.
+    // p0 and p2 came raw and were decoded by the consumer, and so did the bad one, which it failed
+    // to decode; the producer decoded p1, p3, p4 and p5.
     assert_eq!(
         (m.raw_received, m.decoded, m.decode_errors),
-        (5, 4, 1),
+        (3, 2, 1),
         "{m:?}"
     );
     let e = fifo.take_decode_error().expect("reported");
