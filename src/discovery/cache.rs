@@ -845,7 +845,12 @@ impl Cache {
         // Relaxed: a counter read for display; it publishes no other memory.
         self.recomputes.fetch_add(1, Ordering::Relaxed);
         let (ns, name) = (entry.namespace.as_str(), entry.name.as_str());
-        let service = watch.services.as_ref().map(|i| i.store().get(ns, name));
+        // An `Arc`, not a `Ref`: the merge below runs over every cell, and a `Ref` held that long
+        // would keep whatever its shard drops meanwhile (see `store::Ref`).
+        let service = watch
+            .services
+            .as_ref()
+            .map(|i| i.store().get(ns, name).map(|s| Ref::to_arc(&s)));
         let source = self.read_source(watch, ns, name);
         let pods = watch.pods.as_ref().map(|p| p.store().clone());
         let pod_lookup = |pns: &str, pname: &str| -> Option<Arc<InstanceMetadata>> {

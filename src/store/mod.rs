@@ -217,7 +217,7 @@ impl<T: Object> Store<T> {
     pub fn get(&self, namespace: &str, name: &str) -> Option<Ref<'_, T>> {
         let (hash, shard) = self.locate(namespace, name);
         shard.pin(|map| {
-            map.table
+            map.table()
                 .find(hash, |(k, _)| k.is(namespace, name))
                 .map(|(_, o)| o)
         })
@@ -262,7 +262,7 @@ impl<T: Object> Store<T> {
     pub fn list(&self) -> Vec<Arc<T>> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(s.0.read().table.iter().map(|(_, o)| o.clone()));
+            out.extend(s.0.read().table().iter().map(|(_, o)| o.clone()));
         }
         out
     }
@@ -275,7 +275,12 @@ impl<T: Object> Store<T> {
     pub fn keys(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.len());
         for s in self.shards.iter() {
-            out.extend(s.0.read().table.iter().map(|(k, _)| k.as_str().to_owned()));
+            out.extend(
+                s.0.read()
+                    .table()
+                    .iter()
+                    .map(|(k, _)| k.as_str().to_owned()),
+            );
         }
         out
     }
@@ -307,7 +312,7 @@ impl<T: Object> Store<T> {
         for s in self.shards.iter() {
             let shard = s.0.read();
             let selected = shard
-                .table
+                .table()
                 .iter()
                 .filter(|(_, o)| selector.matches(&o.meta().labels));
             out.extend(selected.map(|(_, o)| o.clone()));
@@ -321,28 +326,15 @@ impl<T: Object> Store<T> {
         let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
-        let mut map = shard.write();
-        let found = map.table.find_mut(hash, |(k, _)| k.is(namespace, name));
-        let (key, old) = match found {
-            Some((k, slot)) => (k.clone(), Some(std::mem::replace(slot, obj.clone()))),
-            None => {
-                let k = StoreKey::new(namespace, name);
-                let key = k.clone();
-                map.table.insert_unique(hash, (k, obj.clone()), |(k, _)| {
-                    hash_parts(&self.hasher, k.namespace(), k.name())
-                });
-                // Relaxed: see `len`; the write locks order the updates.
-                self.len.0.fetch_add(1, Ordering::Relaxed);
-                (key, None)
-            }
-        };
-        let released = match &old {
-            Some(o) => shard.retire(&mut map, o),
-            None => shard.releasable(&mut map),
-        };
-        // Readers of this shard need not wait for the index work (see "Consistency").
-        drop(map);
-        drop(released);
+        // Readers of this shard need not wait for the index work (see "Consistency"): the shard
+        // is unlocked when `upsert` returns.
+        let (key, old) = shard.upsert(hash, namespace, name, &obj, |k| {
+            hash_parts(&self.hasher, k.namespace(), k.name())
+        });
+        if old.is_none() {
+            // Relaxed: see `len`; the index write lock orders the updates.
+            self.len.0.fetch_add(1, Ordering::Relaxed);
+        }
         let mut caught = Vec::new();
         for (name, index) in indexes.iter_mut() {
             update_index(index, name, &key, old.as_deref(), Some(&obj), &mut caught);
@@ -357,17 +349,9 @@ impl<T: Object> Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
-        let mut map = shard.write();
-        let entry = map
-            .table
-            .find_entry(hash, |(k, _)| k.is(namespace, name))
-            .ok()?;
-        let ((k, old), _) = entry.remove();
+        let (k, old) = shard.remove(hash, namespace, name)?;
         // Relaxed: see `len`.
         self.len.0.fetch_sub(1, Ordering::Relaxed);
-        let released = shard.retire(&mut map, &old);
-        drop(map);
-        drop(released);
         let mut caught = Vec::new();
         for (name, index) in indexes.iter_mut() {
             update_index(index, name, &k, Some(&old), None, &mut caught);
@@ -491,7 +475,7 @@ impl<T: Object> Store<T> {
         };
         let mut caught = Vec::new();
         for s in self.shards.iter() {
-            for (k, obj) in s.0.read().table.iter() {
+            for (k, obj) in s.0.read().table().iter() {
                 update_index(&mut index, name, k, None, Some(obj), &mut caught);
             }
         }
@@ -666,7 +650,7 @@ impl<T: Object> KnownObjects<T> for Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let map = shard.read();
-        let found = map.table.find(hash, |(k, _)| k.is(namespace, name));
+        let found = map.table().find(hash, |(k, _)| k.is(namespace, name));
         found.map(|(_, o)| o.clone())
     }
 
@@ -677,14 +661,14 @@ impl<T: Object> KnownObjects<T> for Store<T> {
         let (hash, shard) = self.locate(namespace, name);
         shard
             .read()
-            .table
+            .table()
             .find(hash, |(k, _)| k.is(namespace, name))
             .is_some_and(|(_, o)| o.meta().resource_version == rv)
     }
 
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         for s in self.shards.iter() {
-            for (k, _) in s.0.read().table.iter() {
+            for (k, _) in s.0.read().table().iter() {
                 f(k.as_str());
             }
         }

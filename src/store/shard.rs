@@ -13,12 +13,15 @@
 //!   *before* it releases the lock, then keeps a pointer into the `Arc` the table holds. Dropping
 //!   the [`Ref`] decrements `pins`.
 //! - **Retire.** A writer that removes or replaces an object reads `pins` while it holds the write
-//!   lock ([`Shard::retire`]). Zero: no `Ref` exists, and none can be made before the writer
-//!   unlocks, so the shard need keep nothing. Otherwise a `Ref` may point at the old object, and
-//!   the shard keeps a clone of its `Arc` in `retired`.
+//!   lock (`Shard::retire_and_unlock`; the table is private to this module, and its two writers,
+//!   `upsert` and `remove`, both end there). Zero: no `Ref` exists, and none can be made before
+//!   the writer unlocks, so the shard need keep nothing. Otherwise a `Ref` may point at the old
+//!   object, and the shard keeps a clone of its `Arc` in `retired`.
 //! - **Release.** `retired` is emptied at a moment when `pins` is zero under the write lock: at the
-//!   next write to the shard, or when the last `Ref` goes, if the write lock is free then
-//!   (`try_write`; a `Ref`'s drop never waits).
+//!   end of every write, or when the last `Ref` goes, if the write lock is free then (`try_write`;
+//!   a `Ref`'s drop never waits). A writer that kept objects checks `pins` again once it has
+//!   unlocked, so a last `Ref` that found the lock taken by that writer leaves nothing behind; one
+//!   that found a reader holding it leaves them until the shard's next write or last `Ref`.
 //!
 //! **Invariant:** while a `Ref` lives, the object it points at is held by an `Arc` in its shard's
 //! table or `retired` list. A `Ref` is made under the read lock from an object in the table. The
@@ -27,12 +30,17 @@
 //! lock synchronizes with), so it keeps the object in `retired`. `retired` is emptied only under
 //! the write lock with `pins` at zero, that is, once every `Ref` made before has gone (its
 //! decrement is a release that the zero's acquire load reads, through the release sequence of
-//! `pins`), and no `Ref` can be made meanwhile.
+//! `pins`), and no `Ref` can be made meanwhile. A count that could wrap would break this, so a
+//! pin past `isize::MAX` aborts, as `Arc` does.
 //!
 //! # What holding a `Ref` costs
-//! While any `Ref` into a shard lives, the objects removed from that shard stay in memory. A `Ref`
-//! is for reading an object now: to keep one, take [`Ref::to_arc`]. A `Ref` is not `Send`, so a
-//! task spawned on a multi-thread runtime cannot hold one across an `.await`.
+//! While any `Ref` into a shard lives, **every** object removed or replaced in that shard (one
+//! 64th of the keys, every version of each) stays in memory, however many writes that is: a `Ref`
+//! held for the life of a task, or leaked with `mem::forget`, keeps them all, and the whole
+//! backlog is freed by whichever `Ref` or write finds the count at zero. A `Ref` is for reading
+//! an object now: to keep one, take [`Ref::to_arc`]. A `Ref` is neither `Send` nor `Sync`, so a
+//! task spawned on a multi-thread runtime cannot hold one across an `.await` (a current-thread
+//! runtime's tasks can: keep the lookup out of the `.await`).
 //!
 //! `tests/store_loom.rs` model-checks the protocol with loom (`--cfg informer_loom`).
 
@@ -45,21 +53,30 @@ use std::sync::TryLockError;
 #[cfg(informer_loom)]
 use loom::sync::{
     RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering, fence},
 };
 #[cfg(not(informer_loom))]
 use std::sync::{
     RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering},
+    atomic::{AtomicBool, AtomicUsize, Ordering, fence},
 };
 
 use super::key::StoreKey;
 use hashbrown::HashTable;
 
-/// A shard's table and the objects it removed while a [`Ref`] might point at them.
+/// A shard's table and the objects it removed while a [`Ref`] might point at them. Only this
+/// module changes the table (`upsert`, `remove`), so every object that leaves it goes through
+/// `retire`: the module's invariant is kept here and nowhere else.
 pub(super) struct ShardMap<T> {
-    pub(super) table: HashTable<(StoreKey, Arc<T>)>,
+    table: HashTable<(StoreKey, Arc<T>)>,
     retired: Vec<Arc<T>>,
+}
+
+impl<T> ShardMap<T> {
+    /// The table, to read.
+    pub(super) fn table(&self) -> &HashTable<(StoreKey, Arc<T>)> {
+        &self.table
+    }
 }
 
 /// One shard: see the module docs.
@@ -92,10 +109,47 @@ impl<T> Shard<T> {
         self.map.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The shard's table, for a write. Whatever the writer removes from it goes through
-    /// [`Shard::retire`] before the guard is dropped.
-    pub(super) fn write(&self) -> RwLockWriteGuard<'_, ShardMap<T>> {
-        self.map.write().unwrap_or_else(|e| e.into_inner())
+    /// Inserts `obj` under `namespace/name` (whose hash is `hash`), or replaces the object there.
+    /// Returns the entry's key and the object replaced. `rehash` hashes a key again when the table
+    /// grows.
+    pub(super) fn upsert(
+        &self,
+        hash: u64,
+        namespace: &str,
+        name: &str,
+        obj: &Arc<T>,
+        rehash: impl Fn(&StoreKey) -> u64,
+    ) -> (StoreKey, Option<Arc<T>>) {
+        let mut guard = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let map = &mut *guard;
+        let (key, old) = match map.table.find_mut(hash, |(k, _)| k.is(namespace, name)) {
+            Some((k, slot)) => (k.clone(), Some(std::mem::replace(slot, obj.clone()))),
+            None => {
+                let k = StoreKey::new(namespace, name);
+                let key = k.clone();
+                map.table
+                    .insert_unique(hash, (k, obj.clone()), |(k, _)| rehash(k));
+                (key, None)
+            }
+        };
+        self.retire_and_unlock(guard, old.as_ref());
+        (key, old)
+    }
+
+    /// Removes the object under `namespace/name`, if any; returns its entry.
+    pub(super) fn remove(
+        &self,
+        hash: u64,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(StoreKey, Arc<T>)> {
+        let mut guard = self.map.write().unwrap_or_else(|e| e.into_inner());
+        let removed = match guard.table.find_entry(hash, |(k, _)| k.is(namespace, name)) {
+            Ok(entry) => Some(entry.remove().0),
+            Err(_) => None,
+        };
+        self.retire_and_unlock(guard, removed.as_ref().map(|(_, o)| o));
+        removed
     }
 
     /// A [`Ref`] to the object `find` picks from the table, if any.
@@ -105,10 +159,16 @@ impl<T> Shard<T> {
         find: impl FnOnce(&ShardMap<T>) -> Option<&Arc<T>>,
     ) -> Option<Ref<'_, T>> {
         let map = self.read();
-        let object = NonNull::from(&**find(&map)?);
+        // `Arc::as_ptr`, not a reference's address: `Ref::to_arc` hands the pointer back to
+        // `Arc::increment_strong_count`, which needs the `Arc`'s own.
+        let object = NonNull::new(Arc::as_ptr(find(&map)?).cast_mut())?;
         // Relaxed: made under the read lock, so it happens-before any writer's load of `pins`
         // (the read unlock releases, the write lock acquires). See the module's invariant.
-        self.pins.fetch_add(1, Ordering::Relaxed);
+        if self.pins.fetch_add(1, Ordering::Relaxed) > isize::MAX as usize {
+            // `Ref`s leaked with `mem::forget` would otherwise wrap the count to zero and let a
+            // writer free an object a live `Ref` points at (`Arc` guards its count the same way).
+            std::process::abort();
+        }
         drop(map);
         Some(Ref {
             object,
@@ -116,28 +176,46 @@ impl<T> Shard<T> {
         })
     }
 
-    /// Called under the write lock (`map`) for an object the writer just took out of the table:
-    /// keeps it while a [`Ref`] may point at it. Returns what may be freed now (drop it after the
-    /// lock is released: dropping objects can take a while).
-    #[must_use]
-    pub(super) fn retire(&self, map: &mut ShardMap<T>, old: &Arc<T>) -> Vec<Arc<T>> {
+    /// Ends a write: keeps `old` (the object the writer took out of the table, if any) while a
+    /// [`Ref`] may point at it, releases what no `Ref` can point at any more, and unlocks. Every
+    /// write ends here, so what a last `Ref` could not release goes at the shard's next write.
+    fn retire_and_unlock(
+        &self,
+        mut guard: RwLockWriteGuard<'_, ShardMap<T>>,
+        old: Option<&Arc<T>>,
+    ) {
         // Acquire: reading zero means every `Ref` made before has dropped (their decrements
         // release); none can be made while we hold the write lock.
-        if self.pins.load(Ordering::Acquire) != 0 {
-            map.retired.push(old.clone());
-            // SeqCst, with the load below and a dropping `Ref`'s decrement and load of
-            // `has_retired`: either this load sees that `Ref` gone, or that `Ref` sees the flag
-            // and tries to release. Without it both could miss the other.
+        if let Some(old) = old
+            && self.pins.load(Ordering::Acquire) != 0
+        {
+            guard.retired.push(old.clone());
+            // SeqCst, with the load in `releasable` and a dropping `Ref`'s decrement and load of
+            // `has_retired`: either that load sees the `Ref` gone, or the `Ref` sees the flag and
+            // tries to release. Without it both could miss the other.
             self.has_retired.store(true, Ordering::SeqCst);
+            loom_sequential_consistency();
         }
-        self.releasable(map)
+        let free = self.releasable(&mut guard);
+        let kept = !guard.retired.is_empty();
+        drop(guard);
+        // Dropping objects can take a while: not under the lock.
+        drop(free);
+        if kept {
+            // The last `Ref` may have gone while we held the lock: its `try_write` failed, and our
+            // load of `pins` above saw it still live. The fences pair with the one in
+            // `release_retired`: if ours comes first in their total order, that `Ref`'s
+            // `try_write` sees our unlock; if theirs does, the load below sees its decrement.
+            fence(Ordering::SeqCst);
+            if self.pins.load(Ordering::Relaxed) == 0 {
+                self.release_retired();
+            }
+        }
     }
 
-    /// Under the write lock (`map`): everything retired, if no `Ref` is left. Every write calls
-    /// it (through `retire` when it removed something), so what a last `Ref` could not release
-    /// goes at the shard's next write.
+    /// Under the write lock: everything retired, if no `Ref` is left.
     #[must_use]
-    pub(super) fn releasable(&self, map: &mut ShardMap<T>) -> Vec<Arc<T>> {
+    fn releasable(&self, map: &mut ShardMap<T>) -> Vec<Arc<T>> {
         if map.retired.is_empty() || self.pins.load(Ordering::SeqCst) != 0 {
             return Vec::new();
         }
@@ -147,14 +225,17 @@ impl<T> Shard<T> {
         std::mem::take(&mut map.retired)
     }
 
-    /// The last `Ref` went and objects are retired: free them, if the write lock is free.
+    /// No `Ref` is left and objects are retired: free them, if the write lock is free. A reader
+    /// holding the read lock just then (a `list`, another lookup) makes this give up; the shard's
+    /// next write or last `Ref` releases them instead.
     #[cold]
     fn release_retired(&self) {
+        // SeqCst: see `retire_and_unlock`, after its unlock.
+        fence(Ordering::SeqCst);
         let mut map = match self.map.try_write() {
             Ok(map) => map,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            // A writer holds it (it releases what it can itself) or a reader does (the next
-            // write or last `Ref` will).
+            // Someone holds the lock: a writer (it checks again once it unlocks) or a reader.
             Err(TryLockError::WouldBlock) => return,
         };
         let free = self.releasable(&mut map);
@@ -163,12 +244,30 @@ impl<T> Shard<T> {
     }
 }
 
+/// Nothing, except in the loom model: loom treats `SeqCst` loads, stores and read-modify-writes as
+/// acquire/release (it has no single total order for them), so it would report the one pairing
+/// that needs that order, a `Ref`'s decrement then load of `has_retired` against a writer's store
+/// of it then load of `pins`, as able to miss both ways. A `SeqCst` fence between each pair, which
+/// loom does model, gives the model the guarantee the `SeqCst` accesses give the real code.
+#[inline(always)]
+fn loom_sequential_consistency() {
+    #[cfg(informer_loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// An object borrowed from a [`Store`](super::Store): dereferences to `T`.
 ///
 /// A lookup returns a `Ref` rather than an `Arc<T>` so that it writes nothing to the object's
 /// memory (see `src/store/shard.rs`). Read the object through it; keep it with [`Ref::to_arc`].
-/// While a `Ref` lives, objects removed from its shard (one 64th of the store) are kept too, so
-/// hold one for a lookup, not for the life of a task. It is not `Send`.
+/// While a `Ref` lives, every object removed or replaced in its shard (one 64th of the keys) is
+/// kept too, so hold one for a lookup, not for the life of a task. It is neither `Send` nor
+/// `Sync`:
+///
+/// ```compile_fail
+/// fn send<S: Send>(_: S) {}
+/// let store = informer::store::Writer::<informer::Pod>::new();
+/// send(store.get("default", "web")); // a Ref stays on the thread that looked it up
+/// ```
 ///
 /// ```
 /// use std::sync::Arc;
@@ -232,7 +331,11 @@ impl<T> Drop for Ref<'_, T> {
         // SeqCst: releases this `Ref`'s reads of the object to the writer that sees `pins` at
         // zero, and pairs with `retire`'s store of `has_retired` (see there).
         if self.shard.pins.fetch_sub(1, Ordering::SeqCst) == 1
-            && self.shard.has_retired.load(Ordering::SeqCst)
+            && (
+                loom_sequential_consistency(),
+                self.shard.has_retired.load(Ordering::SeqCst),
+            )
+                .1
         {
             self.shard.release_retired();
         }
