@@ -110,16 +110,25 @@ pub(crate) const DRAIN_BATCH: usize = 4096;
 /// and coalescing loses nothing (drained inputs meet the pending entries all the same).
 const POPS_PER_DRAIN: u32 = 32;
 
-/// While keys are pending, a drain takes at most this many inputs: sixteen per pop since the last
-/// drain. Intake then runs at most sixteen times ahead of output, so pops still go on under a flood
-/// (and the first list's keys go out before anything behind it comes in: "First sync"), while a
-/// consumer that lags takes in many events per key it hands out, each merged into its key's
-/// pending entry rather than decoded. Measured with the side-by-side kit (wire-server, 10k
-/// Endpoints, 200k events, one binary, the ratio switched by an environment variable, 3 rounds):
-/// four per pop decoded 60k watch events, sixteen 30k, and throughput went from ~270k to
-/// ~390k events/s; 64 per pop did about as well as sixteen. The raw budget
-/// ([`PENDING_RAW_BYTES`]) still bounds what pending keys hold.
+/// While keys are pending, a drain takes at most this many inputs (sixteen per pop since the last
+/// drain) and stops once it has taken in [`DRAIN_BYTES_WHILE_PENDING`] of raw JSON. Intake then
+/// runs at most sixteen times ahead of output, so pops still go on under a flood (and the first
+/// list's keys go out before anything behind it comes in: "First sync"), while a consumer that
+/// lags takes in many events per key it hands out, each merged into its key's pending entry
+/// rather than decoded.
+///
+/// Measured with the side-by-side kit (wire-server, 10k Endpoints of ~1.1 KB, 200k events; one
+/// binary, the ratio switched by an environment variable, 3 rounds): four inputs per pop decoded
+/// 60k watch events, sixteen 30k, and throughput went from ~270k to ~390k events/s; 64 did about
+/// as well as sixteen. On 20k Pods of ~4.7 KB (50k events, none coalesced) sixteen per pop cost
+/// throughput and ~10 MiB of peak instead: pending keys held more undecoded JSON, and what a drain
+/// copied was out of cache by the time it was decoded. Hence the byte bound, which leaves large
+/// objects at about four per pop.
 const DRAIN_WHILE_PENDING: usize = 16 * POPS_PER_DRAIN as usize;
+
+/// The raw JSON a drain takes in while keys are pending (see [`DRAIN_WHILE_PENDING`]): half the
+/// L2 cache of a typical core, so what a drain copies is still cached when its keys are popped.
+const DRAIN_BYTES_WHILE_PENDING: usize = 512 << 10;
 
 /// The budget of undecoded JSON bytes that pending keys may hold (16 MiB): past it the consumer
 /// takes no more input until pops bring it under, so a consumer that lags behind a stream of
@@ -827,19 +836,21 @@ impl<T> Drop for FifoConsumer<T> {
 
 impl<T: Object> FifoConsumer<T> {
     /// Drains raw inputs into the coalescing state (up to [`DRAIN_BATCH`] when nothing is pending,
-    /// else up to `DRAIN_WHILE_PENDING`, and never past [`PENDING_RAW_BYTES`]); returns how many.
+    /// else up to `DRAIN_WHILE_PENDING` inputs or `DRAIN_BYTES_WHILE_PENDING` of JSON, and never
+    /// past [`PENDING_RAW_BYTES`]); returns how many.
     fn drain(&mut self) -> usize {
         let known = &*self.shared.known;
         let mut n = 0;
         let mut took_held = false;
-        let limit = if self.pending.len() == 0 {
-            DRAIN_BATCH
+        let (limit, byte_limit) = if self.pending.len() == 0 {
+            (DRAIN_BATCH, usize::MAX)
         } else {
-            DRAIN_WHILE_PENDING
+            (DRAIN_WHILE_PENDING, DRAIN_BYTES_WHILE_PENDING)
         };
+        let mut bytes = 0;
         // Past the budget of undecoded bytes held pending, what the producer sends stays in the
         // inbox (and the async producer waits): see "Back-pressure".
-        while n < limit && self.pending.raw_bytes() < PENDING_RAW_BYTES {
+        while n < limit && bytes < byte_limit && self.pending.raw_bytes() < PENDING_RAW_BYTES {
             let input = match self.held.take() {
                 Some(input) => {
                     took_held = true;
@@ -865,6 +876,7 @@ impl<T: Object> FifoConsumer<T> {
             }
             match input {
                 Input::Event(mut d) => {
+                    bytes += d.held().raw_bytes();
                     d.held_mut().own_bytes();
                     if !d.is_tombstone() && !d.resource_version().is_empty() {
                         self.newest_rv.clear();
@@ -879,6 +891,7 @@ impl<T: Object> FifoConsumer<T> {
                 Input::BeginRelist => self.pending.begin_relist(),
                 Input::Page(items) => {
                     for mut obj in items {
+                        bytes += obj.raw_bytes();
                         obj.own_bytes();
                         self.pending.listed(obj, known);
                     }

@@ -83,7 +83,7 @@ impl<T: Object> Held<T> {
     }
 
     /// The JSON bytes of a raw object, else 0.
-    fn raw_bytes(&self) -> usize {
+    pub(super) fn raw_bytes(&self) -> usize {
         match self {
             Held::Raw(r) => r.json().len(),
             Held::Decoded(_) => 0,
