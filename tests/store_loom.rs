@@ -119,3 +119,32 @@ fn a_ref_that_goes_during_a_write_leaves_nothing_kept() {
         );
     });
 }
+
+/// Two readers and a writer, and no write after them: whichever of them holds the lock when the
+/// last `Ref` goes (the writer, or the other `Ref`'s release) checks again once it unlocks, so
+/// nothing stays kept.
+#[test]
+fn refs_that_go_during_a_release_leave_nothing_kept() {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(4);
+    b.check(|| {
+        let store = Arc::new(Writer::<Pod>::new());
+        let first = pod("a", "1");
+        store.insert(first.clone());
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let store = store.clone();
+                thread::spawn(move || drop(store.get("ns", "a")))
+            })
+            .collect();
+        drop(store.insert(pod("a", "2")));
+        for r in readers {
+            r.join().unwrap();
+        }
+        assert_eq!(
+            Arc::strong_count(&first),
+            1,
+            "the replaced object is still kept after every Ref and the write ended"
+        );
+    });
+}

@@ -19,9 +19,11 @@
 //!   object, and the shard keeps a clone of its `Arc` in `retired`.
 //! - **Release.** `retired` is emptied at a moment when `pins` is zero under the write lock: at the
 //!   end of every write, or when the last `Ref` goes, if the write lock is free then (`try_write`;
-//!   a `Ref`'s drop never waits). A writer that kept objects checks `pins` again once it has
-//!   unlocked, so a last `Ref` that found the lock taken by that writer leaves nothing behind; one
-//!   that found a reader holding it leaves them until the shard's next write or last `Ref`.
+//!   a `Ref`'s drop never waits). Whoever held the write lock and left objects retired (a writer,
+//!   or a release that found a `Ref` still live) checks `pins` again once it has unlocked, and
+//!   tries again if it is zero, so a last `Ref` that found the lock taken by either leaves nothing
+//!   behind. One that found a *reader* holding it (a `list`, a lookup that missed) leaves them
+//!   until the shard's next write or next last `Ref`.
 //!
 //! **Invariant:** while a `Ref` lives, the object it points at is held by an `Arc` in its shard's
 //! table or `retired` list. A `Ref` is made under the read lock from an object in the table. The
@@ -66,7 +68,7 @@ use hashbrown::HashTable;
 
 /// A shard's table and the objects it removed while a [`Ref`] might point at them. Only this
 /// module changes the table (`upsert`, `remove`), so every object that leaves it goes through
-/// `retire`: the module's invariant is kept here and nowhere else.
+/// `retire_and_unlock`: the module's invariant is kept here and nowhere else.
 pub(super) struct ShardMap<T> {
     table: HashTable<(StoreKey, Arc<T>)>,
     retired: Vec<Arc<T>>,
@@ -201,16 +203,20 @@ impl<T> Shard<T> {
         drop(guard);
         // Dropping objects can take a while: not under the lock.
         drop(free);
-        if kept {
-            // The last `Ref` may have gone while we held the lock: its `try_write` failed, and our
-            // load of `pins` above saw it still live. The fences pair with the one in
-            // `release_retired`: if ours comes first in their total order, that `Ref`'s
-            // `try_write` sees our unlock; if theirs does, the load below sees its decrement.
-            fence(Ordering::SeqCst);
-            if self.pins.load(Ordering::Relaxed) == 0 {
-                self.release_retired();
-            }
+        if kept && self.unpinned_after_unlock() {
+            self.release_retired();
         }
+    }
+
+    /// After a write lock kept objects retired and was released: whether `pins` is zero now. The
+    /// last `Ref` may have gone while we held the lock: its `try_write` failed, and our load of
+    /// `pins` under the lock saw it still live. This fence pairs with the one `release_retired`
+    /// takes before its `try_write`: if ours comes first in their total order, that `try_write`
+    /// sees our unlock; if theirs does, the load below sees the `Ref`'s decrement (it came before
+    /// its fence). Either way one of the two releases.
+    fn unpinned_after_unlock(&self) -> bool {
+        fence(Ordering::SeqCst);
+        self.pins.load(Ordering::Relaxed) == 0
     }
 
     /// Under the write lock: everything retired, if no `Ref` is left.
@@ -230,17 +236,26 @@ impl<T> Shard<T> {
     /// next write or last `Ref` releases them instead.
     #[cold]
     fn release_retired(&self) {
-        // SeqCst: see `retire_and_unlock`, after its unlock.
-        fence(Ordering::SeqCst);
-        let mut map = match self.map.try_write() {
-            Ok(map) => map,
-            Err(TryLockError::Poisoned(e)) => e.into_inner(),
-            // Someone holds the lock: a writer (it checks again once it unlocks) or a reader.
-            Err(TryLockError::WouldBlock) => return,
-        };
-        let free = self.releasable(&mut map);
-        drop(map);
-        drop(free);
+        loop {
+            // SeqCst: pairs with `unpinned_after_unlock` (see there).
+            fence(Ordering::SeqCst);
+            let mut map = match self.map.try_write() {
+                Ok(map) => map,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                // Someone holds the lock: a writer or another release (each checks again once it
+                // unlocks), or a reader (the next write or last `Ref` releases).
+                Err(TryLockError::WouldBlock) => return,
+            };
+            let free = self.releasable(&mut map);
+            let kept = !map.retired.is_empty();
+            drop(map);
+            drop(free);
+            // Kept: a `Ref` was live under our lock. If it has gone since, its own release may
+            // have met our lock, so try again; if it is still live, its drop will.
+            if !kept || !self.unpinned_after_unlock() {
+                return;
+            }
+        }
     }
 }
 
@@ -329,14 +344,12 @@ impl<T> Drop for Ref<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // SeqCst: releases this `Ref`'s reads of the object to the writer that sees `pins` at
-        // zero, and pairs with `retire`'s store of `has_retired` (see there).
-        if self.shard.pins.fetch_sub(1, Ordering::SeqCst) == 1
-            && (
-                loom_sequential_consistency(),
-                self.shard.has_retired.load(Ordering::SeqCst),
-            )
-                .1
-        {
+        // zero, and pairs with `retire_and_unlock`'s store of `has_retired` (see there).
+        if self.shard.pins.fetch_sub(1, Ordering::SeqCst) != 1 {
+            return;
+        }
+        loom_sequential_consistency();
+        if self.shard.has_retired.load(Ordering::SeqCst) {
             self.shard.release_retired();
         }
     }
