@@ -71,23 +71,30 @@ fn a_ref_outlives_replace_and_remove() {
     });
 }
 
+/// A store holding `ns/a` at rv 1 (returned, for its count), `n` threads running `reader` on it,
+/// and this thread replacing `ns/a` with rv 2 meanwhile; returns once every reader has joined.
+fn readers_race_a_replace(n: usize, reader: fn(&Writer<Pod>)) -> (Arc<Writer<Pod>>, Arc<Pod>) {
+    let store = Arc::new(Writer::<Pod>::new());
+    let first = pod("a", "1");
+    store.insert(first.clone());
+    let readers: Vec<_> = (0..n)
+        .map(|_| {
+            let store = store.clone();
+            thread::spawn(move || reader(&store))
+        })
+        .collect();
+    drop(store.insert(pod("a", "2")));
+    for r in readers {
+        r.join().unwrap();
+    }
+    (store, first)
+}
+
 /// Two readers: the first to go must not release what the other still reads.
 #[test]
 fn the_last_ref_releases_not_the_first() {
     model(|| {
-        let store = Arc::new(Writer::<Pod>::new());
-        let first = pod("a", "1");
-        store.insert(first.clone());
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let store = store.clone();
-                thread::spawn(move || read_a(&store))
-            })
-            .collect();
-        drop(store.insert(pod("a", "2")));
-        for r in readers {
-            r.join().unwrap();
-        }
+        let (store, first) = readers_race_a_replace(2, read_a);
         drop(store.insert(pod("a", "3")));
         assert_eq!(Arc::strong_count(&first), 1);
     });
@@ -99,19 +106,11 @@ fn the_last_ref_releases_not_the_first() {
 #[test]
 fn a_ref_that_goes_during_a_write_leaves_nothing_kept() {
     model(|| {
-        let store = Arc::new(Writer::<Pod>::new());
-        let first = pod("a", "1");
-        store.insert(first.clone());
-        let reader = {
-            let store = store.clone();
-            thread::spawn(move || {
-                let r = store.get("ns", "a");
-                thread::yield_now();
-                drop(r);
-            })
-        };
-        drop(store.insert(pod("a", "2")));
-        reader.join().unwrap();
+        let (_store, first) = readers_race_a_replace(1, |store| {
+            let r = store.get("ns", "a");
+            thread::yield_now();
+            drop(r);
+        });
         assert_eq!(
             Arc::strong_count(&first),
             1,
@@ -128,19 +127,7 @@ fn refs_that_go_during_a_release_leave_nothing_kept() {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(4);
     b.check(|| {
-        let store = Arc::new(Writer::<Pod>::new());
-        let first = pod("a", "1");
-        store.insert(first.clone());
-        let readers: Vec<_> = (0..2)
-            .map(|_| {
-                let store = store.clone();
-                thread::spawn(move || drop(store.get("ns", "a")))
-            })
-            .collect();
-        drop(store.insert(pod("a", "2")));
-        for r in readers {
-            r.join().unwrap();
-        }
+        let (_store, first) = readers_race_a_replace(2, |store| drop(store.get("ns", "a")));
         assert_eq!(
             Arc::strong_count(&first),
             1,
