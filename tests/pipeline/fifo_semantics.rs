@@ -809,6 +809,58 @@ fn a_consumer_that_keeps_up_still_gets_half_the_list_decoded_by_the_producer() {
 }
 
 #[test]
+fn the_producer_decodes_no_more_of_a_list_than_its_budget() {
+    // 80 listed objects of ~256 KiB each (20 MiB of JSON), the consumer never behind: the producer
+    // decodes every other one until it has decoded `PRODUCER_DECODE_BUDGET` (8 MiB: 32 of them),
+    // and the consumer decodes the other 48. A new relist starts a new budget.
+    const OBJECTS: u64 = 80;
+    const PAD: usize = 256 << 10;
+    let listed = |key: u64, rv: u64| {
+        let line = format!(
+            "{{\"type\":\"ADDED\",\"object\":{{\"metadata\":{{\"name\":\"p{key}\",\"namespace\":\"ns\",\"resourceVersion\":\"{rv}\",\"annotations\":{{\"pad\":\"{}\"}}}}}}}}\n",
+            "x".repeat(PAD)
+        );
+        match raw_delta(&line) {
+            RawDelta::Added(o) => o,
+            _ => unreachable!(),
+        }
+    };
+    let per_budget = (informer::fifo::PRODUCER_DECODE_BUDGET / PAD) as u64;
+    assert_eq!(per_budget, 32);
+    let store = Arc::new(Writer::<Pod>::new());
+    let (fifo, mut c) = DeltaFifo::new(store.clone());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    for (round, rv) in [(1, 1), (2, 2)] {
+        assert!(fifo.begin_relist());
+        for first in (0..OBJECTS).step_by(10) {
+            rt.block_on(async {
+                let page = (first..first + 10).map(|k| listed(k, rv)).collect();
+                assert!(fifo.relist_raw_page(page).await)
+            });
+            drain(&store, &mut c);
+        }
+        fifo.end_relist();
+        drain(&store, &mut c);
+        let m = fifo.metrics();
+        assert_eq!(
+            (m.raw_received, m.decoded),
+            (
+                round * (OBJECTS - per_budget),
+                round * (OBJECTS - per_budget)
+            ),
+            "{m:?}"
+        );
+    }
+    assert_eq!(store.len(), OBJECTS as usize);
+    assert_eq!(
+        store.get("ns", "p79").unwrap().metadata.resource_version,
+        "2"
+    );
+}
+
+#[test]
 fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
     // Capacity 3. The consumer is not behind: of the first page, the producer decodes every other
     // object (p1, p3) and the rest go over raw. The consumer takes the page in and pops one key,
