@@ -155,7 +155,11 @@ const PRODUCER_DECODE_SLICE: usize = 64 << 10;
 /// The JSON bytes of one list that the producer decodes at most (see "Listed objects decoded by
 /// the producer"): what it decodes is allocated from its own thread's memory, where the consumer,
 /// which later replaces those objects, cannot reuse it. 8 MiB covers half of a 10k-Endpoints list
-/// (10 MB of JSON), whose sync the shared decode speeds up most.
+/// (10 MB of JSON), whose sync the shared decode speeds up most. It restarts with each relist.
+///
+/// ```
+/// assert_eq!(informer::fifo::PRODUCER_DECODE_BUDGET, 8 << 20);
+/// ```
 pub const PRODUCER_DECODE_BUDGET: usize = 8 << 20;
 
 /// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
