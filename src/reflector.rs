@@ -87,7 +87,8 @@ pub struct ReflectorOptions {
     pub streaming_list: bool,
     /// Delays between failed lists and watches.
     pub backoff: BackoffOptions,
-    /// Told of every error (list, watch, decode, handler panic).
+    /// Told of every error (list, watch, decode, handler panic) until the fifo is closed (the
+    /// informer stopped): none after that.
     pub on_error: Option<ErrorCallback>,
 }
 
@@ -950,8 +951,13 @@ impl<T: Object + Clone> Reflector<T> {
         h.last_event = Some(Instant::now());
     }
 
-    /// Reports a failure to the callback, the health snapshot and the log.
+    /// Reports a failure to the callback, the health snapshot and the log; nothing once the fifo
+    /// is closed (the informer was stopped): what a reflector meets while it winds down, such as
+    /// its connection torn down with the runtime, is not a failure of the watch.
     fn fail(&self, e: &Error) {
+        if self.fifo.is_closed() {
+            return;
+        }
         tracing::warn!(resource = %self.api.resource().plural, error = %e, "reflector");
         {
             let mut h = self.health.lock().unwrap();

@@ -356,6 +356,19 @@ impl<T: Object> DeltaFifo<T> {
         self.shared.capacity
     }
 
+    /// Whether [`close`](Self::close) was called: the consumer takes nothing pushed after it.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// let (fifo, _consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// fifo.close();
+    /// assert!(fifo.is_closed());
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        // Relaxed: see `send`.
+        self.shared.closed.load(Ordering::Relaxed)
+    }
+
     fn send(&self, input: Input<T>) -> bool {
         // Relaxed: `closed` only gates new input; an input racing with `close` may or may not be
         // delivered either way, and nothing else is read on the strength of this flag.

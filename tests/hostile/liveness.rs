@@ -178,6 +178,41 @@ async fn a_reflector_against_a_silent_server_reports_the_timeout_and_retries() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stopped_reflector_reports_nothing_more() {
+    // The fifo is closed (the informer stopped) while a request is in flight; the request then
+    // fails, as one does when the runtime tears its connection down at exit. That is no failure
+    // to report: `kwatch get` once printed one after its result.
+    let (addr, accepted) = silent_server().await;
+    let client = client_for(&format!("http://{addr}"), None);
+    let reported = Arc::new(AtomicUsize::new(0));
+    let count = reported.clone();
+    let options = ReflectorOptions {
+        on_error: Some(Arc::new(move |_: &Error| {
+            count.fetch_add(1, Ordering::SeqCst);
+        })),
+        ..Default::default()
+    };
+    let store: Arc<Writer<ConfigMap>> = Arc::new(Writer::new());
+    let (fifo, _consumer) = DeltaFifo::new(store.clone());
+    let reflector = Reflector::new(Api::namespaced(client, "a"), fifo.clone(), options);
+    let health = reflector.health_handle();
+    let task = tokio::spawn(reflector.run());
+    while accepted.load(Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    fifo.close();
+    // Past the open timeout (60 s), and a few backoff steps after it.
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(
+        reported.load(Ordering::SeqCst),
+        0,
+        "{:?}",
+        health.lock().unwrap()
+    );
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_http2_watch_that_goes_silent_after_its_headers_fails_within_45_seconds() {
     let sim = Simulator::builder().tls(true).start().await.unwrap();
     sim.create("configmaps", Some("a"), configmap("one"))
