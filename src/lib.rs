@@ -40,6 +40,7 @@ mod rng;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;
+mod thread_pool;
 pub mod watch;
 pub mod workqueue;
 

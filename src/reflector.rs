@@ -49,7 +49,7 @@ use futures_util::future::{Either, select};
 use crate::Object;
 use crate::client::{Api, ListParams, VersionMatch, WatchParams};
 use crate::error::Error;
-use crate::fifo::{DeletedObject, Delta, DeltaFifo, RawDelta};
+use crate::fifo::{DeletedObject, Delta, DeltaFifo, RawDelta, apply_transform};
 use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
 
 /// A function applied to every object once, before it is queued (e.g. drop managedFields).
@@ -57,6 +57,21 @@ pub type Transform<T> = Arc<dyn Fn(T) -> T + Send + Sync>;
 
 /// Called with every failure the reflector meets (it keeps going after each).
 pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync>;
+
+/// Tells the error callback of `e`, catching a panic of the callback itself (logged; the caller
+/// goes on).
+pub(crate) fn report(on_error: Option<&ErrorCallback>, e: &Error) {
+    let Some(cb) = on_error else {
+        return;
+    };
+    if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(e))) {
+        tracing::error!(
+            error = %e,
+            panic = %crate::store::panic_message(&*payload),
+            "the error callback panicked while it was told of this error"
+        );
+    }
+}
 
 /// How a reflector lists and watches. The defaults are client-go's.
 ///
@@ -492,11 +507,15 @@ impl<T: Object + Clone> Reflector<T> {
                         }
                     }
                     listed_objects += page.items.len() as u64;
-                    let items = page
+                    let items = match page
                         .items
                         .into_iter()
-                        .map(|o| Arc::new(self.transformed(o)))
-                        .collect();
+                        .map(|o| self.transformed(o).map(Arc::new))
+                        .collect()
+                    {
+                        Ok(items) => items,
+                        Err(e) => return self.list_failed(e),
+                    };
                     if !self.fifo.relist_page_async(items).await {
                         return State::Stopped;
                     }
@@ -634,7 +653,10 @@ impl<T: Object + Clone> Reflector<T> {
                         }
                         RawEvent::Decoded(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
                             let mut ok = self.flush_pages(&mut raw_page, &mut Vec::new()).await;
-                            page.push(Arc::new(self.transformed(o)));
+                            match self.transformed(o) {
+                                Ok(o) => page.push(Arc::new(o)),
+                                Err(e) => return self.streaming_failed(e),
+                            }
                             if page.len() >= page_size {
                                 ok &= self.flush_pages(&mut raw_page, &mut page).await;
                             }
@@ -648,7 +670,10 @@ impl<T: Object + Clone> Reflector<T> {
                         }
                         RawEvent::Decoded(WatchEvent::Deleted(o)) => {
                             listed_objects = listed_objects.saturating_sub(1);
-                            let o = Arc::new(self.transformed(o));
+                            let o = match self.transformed(o) {
+                                Ok(o) => Arc::new(o),
+                                Err(e) => return self.streaming_failed(e),
+                            };
                             self.flush_pages(&mut raw_page, &mut page).await
                                 && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
                         }
@@ -854,12 +879,25 @@ impl<T: Object + Clone> Reflector<T> {
     /// Queues one decoded event (R15, R16). Per event: one health lock, and the version copied into
     /// buffers that are reused (no allocation beyond the object's own `Arc`).
     fn handle_event(&mut self, event: WatchEvent<T>) -> Handled<T> {
+        let event = match event {
+            WatchEvent::Added(o) => self.transformed(o).map(WatchEvent::Added),
+            WatchEvent::Modified(o) => self.transformed(o).map(WatchEvent::Modified),
+            WatchEvent::Deleted(o) => self.transformed(o).map(WatchEvent::Deleted),
+            other => Ok(other),
+        };
+        let event = match event {
+            Ok(event) => event,
+            Err(e) => {
+                // The transform panicked: the store would miss this object; relist, as for an
+                // object that does not decode.
+                self.fail(&e);
+                return Handled::Then(self.backoff_then(State::Relist, &e));
+            }
+        };
         let delta = match event {
-            WatchEvent::Added(o) => Some(Delta::Added(Arc::new(self.transformed(o)))),
-            WatchEvent::Modified(o) => Some(Delta::Modified(Arc::new(self.transformed(o)))),
-            WatchEvent::Deleted(o) => Some(Delta::Deleted(DeletedObject::Final(Arc::new(
-                self.transformed(o),
-            )))),
+            WatchEvent::Added(o) => Some(Delta::Added(Arc::new(o))),
+            WatchEvent::Modified(o) => Some(Delta::Modified(Arc::new(o))),
+            WatchEvent::Deleted(o) => Some(Delta::Deleted(DeletedObject::Final(Arc::new(o)))),
             WatchEvent::Bookmark(b) => {
                 self.holding_rv_for_synthetic_adds = false;
                 if !b.resource_version.is_empty() {
@@ -934,10 +972,11 @@ impl<T: Object + Clone> Reflector<T> {
 
     // ----- helpers ---------------------------------------------------------------------------------
 
-    fn transformed(&self, o: T) -> T {
+    /// `o` through the transform, if any; a panic of the transform is an error.
+    fn transformed(&self, o: T) -> Result<T, Error> {
         match &self.transform {
-            Some(f) => f(o),
-            None => o,
+            Some(f) => apply_transform(f, o),
+            None => Ok(o),
         }
     }
 
@@ -964,9 +1003,7 @@ impl<T: Object + Clone> Reflector<T> {
             h.consecutive_failures += 1;
             h.last_error = Some(e.to_string());
         }
-        if let Some(cb) = &self.options.on_error {
-            cb(e);
-        }
+        report(self.options.on_error.as_ref(), e);
     }
 
     /// Waits a backoff step (or the server's Retry-After, if longer), then goes on with `next`.

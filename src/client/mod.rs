@@ -49,6 +49,7 @@ use crate::config::{Auth, Config};
 use crate::error::{Error, Result, excerpt};
 use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
+use crate::thread_pool::ThreadPool;
 use crate::watch::{WatchStream, decode_error, parse_json};
 use crate::{ApiResource, Object, Resource, Status};
 
@@ -67,6 +68,7 @@ struct Inner {
     /// `scheme://authority` plus any path prefix, without a trailing `/`.
     base: String,
     config: Config,
+    handler_pool: std::sync::Arc<ThreadPool>,
 }
 
 impl Client {
@@ -133,9 +135,26 @@ impl Client {
             .to_string()
             .trim_end_matches('/')
             .to_owned();
+        let handler_pool = std::sync::Arc::new(ThreadPool::new(
+            "informer-handlers",
+            config
+                .handler_threads
+                .unwrap_or_else(ThreadPool::default_threads),
+        ));
         Ok(Client {
-            inner: std::sync::Arc::new(Inner { pool, base, config }),
+            inner: std::sync::Arc::new(Inner {
+                pool,
+                base,
+                config,
+                handler_pool,
+            }),
         })
+    }
+
+    /// The threads that run the handlers of every informer built on this client and its clones
+    /// ([`Config::handler_threads`]); they start with the first handler's first notification.
+    pub(crate) fn handler_pool(&self) -> &std::sync::Arc<ThreadPool> {
+        &self.inner.handler_pool
     }
 
     /// The namespace of the configuration's context (`default` if none).

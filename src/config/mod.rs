@@ -243,6 +243,16 @@ pub struct Config {
     /// An HTTP proxy to tunnel connections through with `CONNECT` (kubeconfig `proxy-url`);
     /// `http://user:password@host:port` sends basic proxy credentials (never printed).
     pub proxy_url: Option<crate::client::ProxyUrl>,
+    /// Threads that run the event handlers of every informer built on a client of this
+    /// configuration (its clones, factories and controllers included); `None`, the default, means
+    /// the machine's parallelism. Each handler still gets its notifications one at a time and in
+    /// order, whatever the number of threads.
+    ///
+    /// ```
+    /// let mut config = informer::Config::new("http://127.0.0.1:1".parse().unwrap());
+    /// config.handler_threads = Some(4);
+    /// ```
+    pub handler_threads: Option<usize>,
 }
 
 impl fmt::Debug for Config {
@@ -262,6 +272,7 @@ impl fmt::Debug for Config {
             .field("http2_ping_timeout", &self.http2_ping_timeout)
             // `ProxyUrl`'s own Debug leaves its userinfo out.
             .field("proxy_url", &self.proxy_url)
+            .field("handler_threads", &self.handler_threads)
             .finish()
     }
 }
@@ -282,6 +293,7 @@ impl Config {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_response_bytes: 1 << 30,
             proxy_url: None,
+            handler_threads: None,
         }
     }
 

@@ -255,10 +255,22 @@ impl<T: Object> Shared<T> {
     fn decode(&self, raw: &RawObject) -> Result<Arc<T>, Error> {
         let obj: T = raw.decode_object()?;
         Ok(Arc::new(match self.transform.get() {
-            Some(f) => f(obj),
+            Some(f) => apply_transform(f, obj)?,
             None => obj,
         }))
     }
+}
+
+/// `obj` through `transform`. A panic of the transform is caught and returned as
+/// [`Error::Panicked`]: the object is then treated as one that does not decode (dropped, reported,
+/// and the reflector relists), never as a dead processor or reflector.
+pub(crate) fn apply_transform<T>(transform: &Transform<T>, obj: T) -> Result<T, Error> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transform(obj))).map_err(|payload| {
+        Error::Panicked {
+            context: "the informer's transform".to_owned(),
+            message: crate::store::panic_message(&*payload),
+        }
+    })
 }
 
 /// The producer handle: cheap to clone, usable from any thread, never blocks on the consumer.

@@ -1,7 +1,8 @@
 //! Event handlers and their queues.
 //!
-//! Every handler has its own queue and its own thread, so a slow or panicking handler delays only
-//! itself. The queue coalesces per key (informer-design §6): while a key waits, newer notifications
+//! Every handler has its own queue, drained on the client's handler pool by at most one thread at a
+//! time, so a handler sees its notifications one at a time and in order, and a slow or panicking
+//! handler delays only itself. The queue coalesces per key (informer-design §6): while a key waits, newer notifications
 //! for it merge into the waiting one, so a handler that falls behind receives fewer, newer
 //! notifications, and its queue holds at most two per key (a delete and a re-create, or an initial
 //! add and what came after): its memory is O(keys), whatever the event rate.
@@ -22,12 +23,12 @@
 use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
 
 use crate::fifo::DeletedObject;
-use crate::reflector::ErrorCallback;
+use crate::reflector::{ErrorCallback, report};
 use crate::store::panic_message;
+use crate::thread_pool::ThreadPool;
 use crate::{Error, Object};
 
 /// Receives an informer's notifications. Every method has an empty default.
@@ -211,6 +212,8 @@ pub(crate) struct Queue<T> {
     /// Notifications merged into waiting ones.
     coalesced: u64,
     closed: bool,
+    /// A job of this queue's slot is in the pool or running (see [`Slot`]).
+    scheduled: bool,
 }
 
 impl<T> Queue<T> {
@@ -222,10 +225,22 @@ impl<T> Queue<T> {
             initial_outstanding: 0,
             coalesced: 0,
             closed: false,
+            scheduled: false,
         }
     }
 
+    /// Whether the caller must submit the slot's job: something waits, the slot is open and no
+    /// job is in the pool; if so the queue counts it as scheduled from now.
+    fn schedule(&mut self) -> bool {
+        let due = !self.scheduled && !self.closed && !self.waiting.is_empty();
+        self.scheduled |= due;
+        due
+    }
+
     pub(crate) fn push(&mut self, key: &str, n: Notification<T>) {
+        if self.closed {
+            return; // nobody will deliver it
+        }
         let Some(Waiting { entry, .. }) = self.waiting.get_mut(key) else {
             self.initial_outstanding += usize::from(n.is_initial());
             let key: Arc<str> = Arc::from(key);
@@ -353,15 +368,18 @@ pub struct HandlerMetrics {
     pub panics: u64,
 }
 
-/// Produces resync notifications for a handler: called from its thread when a resync is due.
-pub(crate) type ResyncFn<T> = Box<dyn Fn(&Slot<T>) + Send + Sync>;
-
-/// A registered handler: its queue and its counters. Its thread holds an `Arc` to it.
+/// A registered handler: its mailbox (queue) and its counters.
+///
+/// The handler runs on the client's handler pool ([`ThreadPool`]). Invariant: while its queue
+/// holds something and it is not closed, exactly one job of this slot is in the pool or running
+/// (`Queue::scheduled`); none otherwise. So its notifications are delivered one at a time, in
+/// order, and a slow handler holds up only itself: a job delivers at most [`BATCH`] notifications,
+/// then queues itself again behind the other handlers' jobs.
 pub(crate) struct Slot<T> {
     pub(crate) id: u64,
     queue: Mutex<Queue<T>>,
-    ready: Condvar,
     handler: Box<dyn EventHandler<T>>,
+    pool: Arc<ThreadPool>,
     delivered: AtomicU64,
     panics: AtomicU64,
     /// Told of every caught panic.
@@ -369,54 +387,113 @@ pub(crate) struct Slot<T> {
     /// The informer's progress signal, bumped when the last initial notification is gone
     /// (delivered, or coalesced away), so that sync waits wake.
     progress: tokio::sync::watch::Sender<()>,
+    /// Woken when the slot's job leaves the pool (see [`Slot::idle`]).
+    idle: tokio::sync::Notify,
+    /// How often the handler resyncs (`None`: never).
+    pub(crate) resync_period: Option<std::time::Duration>,
+    /// The resync timer, once the informer started, if the handler has a period.
+    resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
+
+/// Notifications a job delivers before it lets other handlers' jobs run.
+const BATCH: usize = 64;
 
 impl<T: Object> Slot<T> {
     pub(crate) fn new(
         id: u64,
         handler: Box<dyn EventHandler<T>>,
+        resync_period: Option<std::time::Duration>,
+        pool: Arc<ThreadPool>,
         on_error: Option<ErrorCallback>,
         progress: tokio::sync::watch::Sender<()>,
     ) -> Arc<Slot<T>> {
         Arc::new(Slot {
             id,
             queue: Mutex::new(Queue::new()),
-            ready: Condvar::new(),
             handler,
+            pool,
             delivered: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             on_error,
             progress,
+            idle: tokio::sync::Notify::new(),
+            resync_period,
+            resync: Mutex::new(None),
         })
     }
 
     /// Queues a notification; never waits for the handler.
-    pub(crate) fn notify(&self, key: &str, n: Notification<T>) {
-        let initial_done = {
+    pub(crate) fn notify(self: &Arc<Self>, key: &str, n: Notification<T>) {
+        let (initial_done, schedule) = {
             let mut q = self.queue.lock().unwrap();
             let before = q.initial_outstanding;
             q.push(key, n);
             // A delete can cancel the last waiting initial add.
-            before > 0 && q.initial_outstanding == 0
+            (before > 0 && q.initial_outstanding == 0, q.schedule())
         };
-        self.ready.notify_one();
+        if schedule {
+            self.submit();
+        }
         if initial_done {
             self.progress.send_replace(());
         }
     }
 
     /// Runs `f` with the queue locked (to queue several notifications at once).
-    pub(crate) fn with_queue<R>(&self, f: impl FnOnce(&mut Queue<T>) -> R) -> R {
-        let r = f(&mut self.queue.lock().unwrap());
-        self.ready.notify_one();
+    pub(crate) fn with_queue<R>(self: &Arc<Self>, f: impl FnOnce(&mut Queue<T>) -> R) -> R {
+        let (r, schedule) = {
+            let mut q = self.queue.lock().unwrap();
+            let r = f(&mut q);
+            (r, q.schedule())
+        };
+        if schedule {
+            self.submit();
+        }
         r
     }
 
-    /// Stops the handler's thread once it finishes the current call; waiting notifications are
-    /// dropped.
+    fn submit(self: &Arc<Self>) {
+        let slot = self.clone();
+        self.pool.submit(move || slot.deliver_batch());
+    }
+
+    /// Stops delivering once the call in progress (if any) returns, drops what waits, and stops
+    /// the resync timer. [`idle`](Self::idle) then completes once no call is in progress.
     pub(crate) fn close(&self) {
-        self.queue.lock().unwrap().closed = true;
-        self.ready.notify_one();
+        {
+            let mut q = self.queue.lock().unwrap();
+            q.closed = true;
+            q.order.clear();
+            q.waiting.clear();
+        }
+        if let Some(timer) = self.resync.lock().unwrap().take() {
+            timer.abort();
+        }
+    }
+
+    /// Completes once the slot has no job in the pool and no call in progress (at once if it has
+    /// nothing queued). After [`close`](Self::close), that is for good.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            let mut notified = std::pin::pin!(notified);
+            // Registered before the look: a `notify_waiters` after it is not missed.
+            notified.as_mut().enable();
+            if !self.queue.lock().unwrap().scheduled {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Sets the resync timer (aborted by [`close`](Self::close)).
+    pub(crate) fn set_resync_timer(&self, timer: tokio::task::JoinHandle<()>) {
+        let mut slot = self.resync.lock().unwrap();
+        if self.queue.lock().unwrap().closed {
+            timer.abort();
+        } else if let Some(old) = slot.replace(timer) {
+            old.abort();
+        }
     }
 
     /// Synced: the informer handed out its whole first list (`informer_synced`), so every initial
@@ -436,76 +513,64 @@ impl<T: Object> Slot<T> {
         }
     }
 
-    /// The handler thread: delivers notifications in order until closed, and resyncs when due.
-    /// A resync period of zero means "never" (client-go: no resync timer at all).
-    pub(crate) fn run(self: Arc<Self>, resync: Option<(Duration, ResyncFn<T>)>) {
-        let resync = resync.filter(|(period, _)| !period.is_zero());
-        let mut next_resync = resync.as_ref().map(|(period, _)| Instant::now() + *period);
-        loop {
+    /// The slot's job on the pool: delivers up to [`BATCH`] notifications in order, then queues
+    /// itself again if more wait, or leaves the pool (`scheduled` false) when the queue is empty
+    /// or the slot closed.
+    fn deliver_batch(self: Arc<Self>) {
+        for _ in 0..BATCH {
             let notification = {
                 let mut q = self.queue.lock().unwrap();
-                loop {
-                    if q.closed {
+                match q.pop().filter(|_| !q.closed) {
+                    Some(n) => n,
+                    None => {
+                        q.scheduled = false;
+                        drop(q);
+                        self.idle.notify_waiters();
                         return;
                     }
-                    if let (Some(at), Some((period, f))) = (next_resync, &resync) {
-                        if Instant::now() >= at {
-                            drop(q);
-                            f(&self);
-                            next_resync = Some(Instant::now() + *period);
-                            q = self.queue.lock().unwrap();
-                            continue;
-                        }
-                    }
-                    if let Some(n) = q.pop() {
-                        break n;
-                    }
-                    q = match next_resync {
-                        Some(at) => {
-                            let wait = at.saturating_duration_since(Instant::now());
-                            self.ready.wait_timeout(q, wait).unwrap().0
-                        }
-                        None => self.ready.wait(q).unwrap(),
-                    };
                 }
             };
-            let initial = notification.is_initial();
-            let result = catch_unwind(AssertUnwindSafe(|| match &notification {
-                Notification::Add { obj, initial } => self.handler.on_add(obj, *initial),
-                Notification::Update { old, new } => self.handler.on_update(old, new),
-                Notification::Delete(d) => self.handler.on_delete(d),
-            }));
-            // Relaxed: counters for metrics only; nothing is ordered by them.
-            self.delivered.fetch_add(1, Ordering::Relaxed);
-            if let Err(payload) = result {
-                self.panics.fetch_add(1, Ordering::Relaxed);
-                let (call, key) = match &notification {
-                    Notification::Add { obj, .. } => ("on_add", obj.meta().key()),
-                    Notification::Update { new, .. } => ("on_update", new.meta().key()),
-                    Notification::Delete(d) => ("on_delete", d.key()),
-                };
-                let e = Error::Panicked {
-                    context: format!("event handler {}, {call} of {key}", self.id),
-                    message: panic_message(&*payload),
-                };
-                tracing::error!(
-                    handler = self.id,
-                    error = %e,
-                    "an event handler panicked; it goes on with the next event"
-                );
-                if let Some(cb) = &self.on_error {
-                    cb(&e);
-                }
-            }
-            if initial {
-                // Counted down only after the call returned: has_synced means "handled".
-                let mut q = self.queue.lock().unwrap();
-                q.initial_outstanding -= 1;
-                let initial_done = q.initial_outstanding == 0;
-                drop(q);
-                if initial_done {
-                    self.progress.send_replace(());
-                }
+            self.deliver(notification);
+        }
+        self.submit();
+    }
+
+    /// One call of the handler, its panic caught and reported.
+    fn deliver(&self, notification: Notification<T>) {
+        let initial = notification.is_initial();
+        let result = catch_unwind(AssertUnwindSafe(|| match &notification {
+            Notification::Add { obj, initial } => self.handler.on_add(obj, *initial),
+            Notification::Update { old, new } => self.handler.on_update(old, new),
+            Notification::Delete(d) => self.handler.on_delete(d),
+        }));
+        // Relaxed: counters for metrics only; nothing is ordered by them.
+        self.delivered.fetch_add(1, Ordering::Relaxed);
+        if let Err(payload) = result {
+            self.panics.fetch_add(1, Ordering::Relaxed);
+            let (call, key) = match &notification {
+                Notification::Add { obj, .. } => ("on_add", obj.meta().key()),
+                Notification::Update { new, .. } => ("on_update", new.meta().key()),
+                Notification::Delete(d) => ("on_delete", d.key()),
+            };
+            let e = Error::Panicked {
+                context: format!("event handler {}, {call} of {key}", self.id),
+                message: panic_message(&*payload),
+            };
+            tracing::error!(
+                handler = self.id,
+                error = %e,
+                "an event handler panicked; it goes on with the next event"
+            );
+            report(self.on_error.as_ref(), &e);
+        }
+        if initial {
+            // Counted down only after the call returned: has_synced means "handled".
+            let mut q = self.queue.lock().unwrap();
+            q.initial_outstanding = q.initial_outstanding.saturating_sub(1);
+            let initial_done = q.initial_outstanding == 0;
+            drop(q);
+            if initial_done {
+                self.progress.send_replace(());
             }
         }
     }

@@ -2,13 +2,16 @@
 //! of handlers.
 //!
 //! ```text
-//! Reflector --Delta--> DeltaFifo --> processor thread --> Store (+indexes)
-//!  (tokio task)                             \--> per-handler queues --> handler threads
+//! Reflector --Delta--> DeltaFifo --> processor --> Store (+indexes)
+//! (tokio task)                      (tokio task)  \--> per-handler mailboxes --> the client's handler pool
 //! ```
 //!
 //! The processor pops coalesced deltas, applies them to the [`Store`] and queues a notification for
-//! every handler; it never waits for a handler. Readers read the store directly, in nanoseconds,
-//! never the apiserver.
+//! every handler; it never waits for a handler. Handlers run on the client's handler pool
+//! ([`Config::handler_threads`](crate::Config::handler_threads) threads shared by every informer
+//! built on the client), one notification at a time each, in order. So a process with N informers
+//! and H handlers each runs the runtime's workers plus the pool's threads, whatever N and H.
+//! Readers read the store directly, in nanoseconds, never the apiserver.
 //!
 //! ```no_run
 //! # async fn demo(client: informer::Client) {
@@ -26,19 +29,22 @@ mod dynamic;
 mod factory;
 mod handler;
 
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 pub use factory::InformerFactory;
 pub use handler::{EventHandler, HandlerFns, HandlerMetrics};
-use handler::{Notification, ResyncFn, Slot};
+use handler::{Notification, Slot};
 
 use crate::Object;
 use crate::client::Api;
 use crate::fifo::{Delta, DeltaFifo, FifoConsumer, FifoMetrics};
 use crate::reflector::{ErrorCallback, Health, Reflector, ReflectorOptions, Transform};
 use crate::store::Store;
+use crate::thread_pool::ThreadPool;
 
 /// Identifies a registered handler, for [`Informer::remove_handler`] and
 /// [`Informer::handler_has_synced`].
@@ -83,7 +89,18 @@ struct Shared<T: Object> {
     /// sync waits ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the
     /// controllers and service discovery) wake on, instead of polling.
     progress: tokio::sync::watch::Sender<()>,
-    reflector_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The client's handler pool, which every handler's mailbox runs on.
+    pool: Arc<ThreadPool>,
+    /// The runtime `start` ran on: resync timers of handlers added later start there.
+    runtime: OnceLock<tokio::runtime::Handle>,
+    tasks: Mutex<Tasks>,
+}
+
+/// The informer's tasks, once started; taken by `stop`.
+#[derive(Default)]
+struct Tasks {
+    reflector: Option<tokio::task::JoinHandle<()>>,
+    processor: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// A shared informer for objects of type `T`. Cheap to clone; all clones share one cache.
@@ -136,12 +153,16 @@ impl<T: Object + Clone> Informer<T> {
         let on_error = options.on_error.clone();
         if let Some(cb) = on_error.clone() {
             store.on_index_panic(Arc::new(move |index, key, message| {
-                cb(&crate::Error::Panicked {
-                    context: format!("index function {index:?}, on {key}"),
-                    message: message.to_owned(),
-                })
+                crate::reflector::report(
+                    Some(&cb),
+                    &crate::Error::Panicked {
+                        context: format!("index function {index:?}, on {key}"),
+                        message: message.to_owned(),
+                    },
+                )
             }));
         }
+        let pool = api.client().handler_pool().clone();
         let (fifo, consumer) = DeltaFifo::new(store.clone());
         let mut reflector = Reflector::new(api, fifo.clone(), options);
         if let Some(t) = transform {
@@ -159,7 +180,9 @@ impl<T: Object + Clone> Informer<T> {
                 on_error,
                 applied: AtomicU64::new(0),
                 progress: tokio::sync::watch::Sender::new(()),
-                reflector_task: Mutex::new(None),
+                pool,
+                runtime: OnceLock::new(),
+                tasks: Mutex::new(Tasks::default()),
             }),
         }
     }
@@ -177,27 +200,59 @@ impl<T: Object + Clone> Informer<T> {
         self.start_on(&tokio::runtime::Handle::current());
     }
 
-    /// Starts listing and watching on the given runtime.
+    /// Starts listing and watching on the given runtime: the reflector and the processor are tasks
+    /// of it, and the handlers' resync timers too.
     pub fn start_on(&self, runtime: &tokio::runtime::Handle) {
         let Some((reflector, consumer)) = self.shared.pending_start.lock().unwrap().take() else {
             return;
         };
-        *self.shared.reflector_task.lock().unwrap() = Some(runtime.spawn(reflector.run()));
+        let _ = self.shared.runtime.set(runtime.clone());
         let weak = Arc::downgrade(&self.shared);
-        std::thread::Builder::new()
-            .name("informer-processor".into())
-            .spawn(move || process(weak, consumer))
-            .expect("spawn the informer's processor thread");
+        {
+            let mut tasks = self.shared.tasks.lock().unwrap();
+            tasks.reflector = Some(runtime.spawn(reflector.run()));
+            tasks.processor = Some(runtime.spawn(process(weak, consumer)));
+        }
+        for slot in self.shared.handlers.read().unwrap().iter() {
+            start_resync_timer(&self.shared, runtime, slot);
+        }
     }
 
-    /// Stops the reflector, the processor and every handler thread. The store keeps its content.
-    pub fn stop(&self) {
-        if let Some(task) = self.shared.reflector_task.lock().unwrap().take() {
+    /// Stops the reflector, the processor and every handler (each finishes the call in progress,
+    /// if any; what waits for it is dropped). The store keeps its content.
+    ///
+    /// The returned value can be awaited: it completes once no task of the informer is left and
+    /// no handler call is in progress. Dropping it changes nothing: the informer stops either way.
+    ///
+    /// ```no_run
+    /// # async fn demo(pods: informer::Informer<informer::Pod>) {
+    /// pods.stop().await;
+    /// // No handler of `pods` runs from here on.
+    /// # }
+    /// ```
+    pub fn stop(&self) -> Stopped {
+        let tasks = std::mem::take(&mut *self.shared.tasks.lock().unwrap());
+        for task in [&tasks.reflector, &tasks.processor].into_iter().flatten() {
             task.abort();
         }
         self.shared.fifo.close();
-        for slot in self.shared.handlers.read().unwrap().iter() {
-            slot.close();
+        let slots: Vec<Arc<dyn Idle>> = self
+            .shared
+            .handlers
+            .read()
+            .unwrap()
+            .iter()
+            .map(|slot| {
+                slot.close();
+                slot.clone() as Arc<dyn Idle>
+            })
+            .collect();
+        Stopped {
+            tasks: [tasks.reflector, tasks.processor]
+                .into_iter()
+                .flatten()
+                .collect(),
+            slots,
         }
     }
 
@@ -287,6 +342,8 @@ impl<T: Object + Clone> Informer<T> {
         let slot = Slot::new(
             id,
             handler,
+            resync.and_then(resync_period),
+            self.shared.pool.clone(),
             self.shared.on_error.clone(),
             self.shared.progress.clone(),
         );
@@ -301,19 +358,13 @@ impl<T: Object + Clone> Informer<T> {
             });
             handlers.push(slot.clone());
         }
-        let resync = resync.map(|period| {
-            let weak = Arc::downgrade(&self.shared);
-            let f: ResyncFn<T> = Box::new(move |slot: &Slot<T>| resync_into(&weak, slot));
-            (period, f)
-        });
-        std::thread::Builder::new()
-            .name(format!("informer-handler-{id}"))
-            .spawn(move || slot.run(resync))
-            .expect("spawn an informer handler thread");
+        if let Some(runtime) = self.shared.runtime.get() {
+            start_resync_timer(&self.shared, runtime, &slot);
+        }
         HandlerId(id)
     }
 
-    /// Unregisters a handler; its thread ends after the call in progress, if any.
+    /// Unregisters a handler: nothing is delivered to it after the call in progress, if any.
     pub fn remove_handler(&self, id: HandlerId) -> bool {
         let mut handlers = self.shared.handlers.write().unwrap();
         let Some(i) = handlers.iter().position(|s| s.id == id.0) else {
@@ -365,11 +416,11 @@ impl<T: Object + Clone> Informer<T> {
     }
 }
 
-/// The processor thread: pop, apply to the store, notify handlers; until the fifo closes or the
+/// The processor task: pop, apply to the store, notify handlers; until the fifo closes or the
 /// informer is dropped.
-fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
+async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
     let mut synced = false;
-    while let Some(popped) = consumer.pop() {
+    while let Some(popped) = consumer.pop_async().await {
         let Some(shared) = shared.upgrade() else {
             return;
         };
@@ -394,6 +445,10 @@ fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
             synced = true;
             shared.progress.send_replace(());
         }
+        drop(shared);
+        // A pop that finds its deltas waiting completes without yielding: count it against the
+        // task's budget so that a busy fifo still lets the runtime run the reflector and others.
+        tokio::task::consume_budget().await;
     }
 }
 
@@ -427,12 +482,51 @@ fn apply<T: Object>(store: &Store<T>, handlers: &[Arc<Slot<T>>], delta: &Delta<T
     }
 }
 
-/// Queues `on_update(obj, obj)` for every stored object without a waiting notification, with the
-/// processor paused (so no change interleaves).
-fn resync_into<T: Object>(shared: &Weak<Shared<T>>, slot: &Slot<T>) {
-    let Some(shared) = shared.upgrade() else {
+/// The shortest resync period: a shorter non-zero one is raised to it (client-go's
+/// `minimumResyncPeriod`, S6), so a resync never runs back to back. Zero means never.
+const MIN_RESYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// The period a handler resyncs with: `None` for never (zero), at least [`MIN_RESYNC_PERIOD`].
+fn resync_period(period: Duration) -> Option<Duration> {
+    if period.is_zero() {
+        return None;
+    }
+    if period < MIN_RESYNC_PERIOD {
+        tracing::warn!(
+            ?period,
+            "a resync period under 1 s is raised to 1 s (client-go's minimum)"
+        );
+    }
+    Some(period.max(MIN_RESYNC_PERIOD))
+}
+
+/// Starts `slot`'s resync timer on `runtime`, if it has a period.
+fn start_resync_timer<T: Object>(
+    shared: &Arc<Shared<T>>,
+    runtime: &tokio::runtime::Handle,
+    slot: &Arc<Slot<T>>,
+) {
+    let Some(period) = slot.resync_period else {
         return;
     };
+    let (shared, weak_slot) = (Arc::downgrade(shared), Arc::downgrade(slot));
+    slot.set_resync_timer(runtime.spawn(async move {
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        // A tick missed while the runtime was busy is not made up: one resync, then every period.
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let (Some(shared), Some(slot)) = (shared.upgrade(), weak_slot.upgrade()) else {
+                return;
+            };
+            resync_into(&shared, &slot);
+        }
+    }));
+}
+
+/// Queues `on_update(obj, obj)` for every stored object without a waiting notification, with the
+/// processor paused (so no change interleaves).
+fn resync_into<T: Object>(shared: &Shared<T>, slot: &Arc<Slot<T>>) {
     let _paused = shared.handlers.write().unwrap();
     slot.with_queue(|q| {
         for obj in shared.store.list() {
@@ -450,106 +544,59 @@ fn resync_into<T: Object>(shared: &Weak<Shared<T>>, slot: &Slot<T>) {
     });
 }
 
+/// What [`Informer::stop`] returns: awaiting it waits until the informer's tasks are gone and no
+/// handler call is in progress.
+pub struct Stopped {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    slots: Vec<Arc<dyn Idle>>,
+}
+
+impl std::fmt::Debug for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stopped")
+            .field("tasks", &self.tasks.len())
+            .field("handlers", &self.slots.len())
+            .finish()
+    }
+}
+
+impl IntoFuture for Stopped {
+    type Output = ();
+    type IntoFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(async move {
+            for task in self.tasks {
+                // Aborted by `stop`: a cancelled (or, if it panicked, failed) join is its end.
+                let _ = task.await;
+            }
+            for slot in self.slots {
+                slot.idle().await;
+            }
+        })
+    }
+}
+
+/// A handler slot of any object type, as [`Stopped`] waits for it.
+trait Idle: Send + Sync {
+    fn idle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
+}
+
+impl<T: Object> Idle for Slot<T> {
+    fn idle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(Slot::idle(self))
+    }
+}
+
 impl<T: Object> Drop for Shared<T> {
     fn drop(&mut self) {
-        if let Some(task) = self.reflector_task.lock().unwrap().take() {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap());
+        for task in [tasks.reflector, tasks.processor].into_iter().flatten() {
             task.abort();
         }
         self.fifo.close();
         for slot in self.handlers.read().unwrap().iter() {
             slot.close();
         }
-    }
-}
-
-#[cfg(all(test, feature = "sim"))]
-mod tests {
-    use std::future::Future;
-    use std::pin::{Pin, pin};
-    use std::task::{Context, Poll, Wake, Waker};
-    use std::time::Instant;
-
-    use super::*;
-    use crate::sim::Simulator;
-    use crate::{Client, Config, ConfigMap};
-
-    /// What woke a future: the waking thread's name and when.
-    type WakeLog = Arc<Mutex<Vec<(Option<String>, Instant)>>>;
-
-    /// Forwards wake-ups to the task's waker, logging each.
-    struct LoggingWaker {
-        task: Waker,
-        log: WakeLog,
-    }
-
-    impl Wake for LoggingWaker {
-        fn wake(self: Arc<Self>) {
-            self.wake_by_ref()
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            let thread = std::thread::current().name().map(str::to_owned);
-            self.log.lock().unwrap().push((thread, Instant::now()));
-            self.task.wake_by_ref();
-        }
-    }
-
-    /// Polls `inner` with a logging waker and counts the polls.
-    struct Observed<F> {
-        inner: Pin<Box<F>>,
-        log: WakeLog,
-        polls: usize,
-    }
-
-    impl<F: Future> Future for Observed<F> {
-        type Output = (F::Output, Instant);
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            self.polls += 1;
-            let waker = Waker::from(Arc::new(LoggingWaker {
-                task: cx.waker().clone(),
-                log: self.log.clone(),
-            }));
-            let mut cx = Context::from_waker(&waker);
-            self.inner
-                .as_mut()
-                .poll(&mut cx)
-                .map(|out| (out, Instant::now()))
-        }
-    }
-
-    /// `wait_for_sync` is woken once, by the processor thread as it finishes the first list,
-    /// and returns on the very next poll: no timer (a sleep-and-look loop, or the timeout) woke it.
-    /// On a current-thread runtime the reflector cannot run before the first poll, so the wait
-    /// starts before the sync.
-    #[tokio::test]
-    async fn wait_for_sync_is_woken_by_the_processor_when_it_syncs() {
-        let sim = Simulator::start().await.unwrap();
-        for i in 0..100 {
-            let cm = serde_json::json!({"metadata": {"name": format!("c{i}"), "namespace": "a"}});
-            sim.create("configmaps", Some("a"), cm).unwrap();
-        }
-        let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
-        let inf: Informer<ConfigMap> = Informer::new(Api::all(client), Default::default());
-        inf.start();
-        let log = WakeLog::default();
-        let wait = Observed {
-            inner: Box::pin(inf.wait_for_sync(Duration::from_secs(3600))),
-            log: log.clone(),
-            polls: 0,
-        };
-        let mut wait = pin!(wait);
-        let (synced, returned_at) = (&mut wait).await;
-        assert!(synced);
-        assert_eq!(inf.store().len(), 100);
-        let log = log.lock().unwrap();
-        let wakers: Vec<_> = log.iter().map(|(thread, _)| thread.as_deref()).collect();
-        assert_eq!(wakers, [Some("informer-processor")]);
-        assert_eq!(
-            wait.polls, 2,
-            "one poll before the sync, one after its wake-up"
-        );
-        // Reported, not asserted (a loaded machine may delay the test thread): the delay from the
-        // processor's wake-up to the waiter's return.
-        eprintln!("woken -> returned: {:?}", returned_at - log[0].1);
-        inf.stop();
     }
 }
