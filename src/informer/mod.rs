@@ -600,3 +600,21 @@ impl<T: Object> Drop for Shared<T> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resync_period_under_a_second_is_raised_to_one_and_zero_means_never() {
+        assert_eq!(resync_period(Duration::ZERO), None);
+        assert_eq!(
+            resync_period(Duration::from_millis(1)),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            resync_period(Duration::from_secs(30)),
+            Some(Duration::from_secs(30))
+        );
+    }
+}

@@ -8,3 +8,4 @@ mod controller;
 mod discovery;
 mod lifecycle;
 mod reflector;
+mod runtime;
