@@ -1,6 +1,6 @@
 //! DeltaFifo push/pop throughput against a `Mutex<VecDeque> + HashMap` coalescing queue (the
-//! baseline of informer-design §7), with distinct keys and with a few hot keys, single-threaded and
-//! with a producer thread racing the consumer.
+//! baseline of docs/informer-design.md §7), with distinct keys and with a few hot keys,
+//! single-threaded and with a producer thread racing the consumer.
 //!
 //! The `slow-consumer` group: a producer pushes raw watch events (JSON, decoded only if they
 //! survive) for 2k keys as fast as it can while the consumer spends ~2 µs per popped key on top of

@@ -1,7 +1,7 @@
 //! The DeltaFifo: a per-key coalescing queue between the reflector (producers) and the one consumer
 //! that applies deltas to the [`Store`](crate::store::Store) and notifies handlers.
 //!
-//! # Semantics (informer-design §4)
+//! # Semantics (docs/informer-design.md §4)
 //! At most one pending delta per key (two for a delete followed by a re-create with a new uid),
 //! coalesced by this table (P pending, E incoming):
 //!
@@ -858,8 +858,8 @@ impl<T: Object> Popped<'_, T> {
     }
 
     /// `Some(rv)` when nothing else was pending: once these deltas are applied, the store is exactly
-    /// the server's state at `rv` (the newest event or bookmark taken in; informer-design §5, for
-    /// `Store::set_last_applied_resource_version`).
+    /// the server's state at `rv` (the newest event or bookmark taken in; docs/informer-design.md
+    /// §5, for `Store::set_last_applied_resource_version`).
     /// `None` while a relist is running or other keys are pending.
     ///
     /// ```

@@ -1,5 +1,5 @@
-//! DeltaFifo semantics: every cell of the coalescing table (informer-design §4), stale and duplicate
-//! drops, order, relist with tombstones, has_synced, and client-go's T5 vectors adapted.
+//! DeltaFifo semantics: every cell of the coalescing table (docs/informer-design.md §4), stale and
+//! duplicate drops, order, relist with tombstones, has_synced, and client-go's T5 vectors adapted.
 
 use std::sync::Arc;
 
