@@ -1,6 +1,6 @@
 //! DeltaFifo push/pop throughput against a `Mutex<VecDeque> + HashMap` coalescing queue (the
-//! baseline of informer-design §7), with distinct keys and with a few hot keys, single-threaded and
-//! with a producer thread racing the consumer.
+//! baseline of docs/informer-design.md §7), with distinct keys and with a few hot keys,
+//! single-threaded and with a producer thread racing the consumer.
 //!
 //! The `slow-consumer` group: a producer pushes raw watch events (JSON, decoded only if they
 //! survive) for 2k keys as fast as it can while the consumer spends ~2 µs per popped key on top of
@@ -201,7 +201,8 @@ fn slow_consumer(c: &mut Criterion) {
     let mut g = c.benchmark_group("fifo/slow-consumer");
     g.throughput(Throughput::Elements(N as u64));
     g.sample_size(10);
-    let mut worst = (0usize, 0usize, 0u64);
+    // Keys pending, inputs undrained (at most), decodes saved, the fifo's capacity.
+    let mut worst = (0usize, 0usize, 0u64, 0usize);
     g.bench_function("delta_fifo/raw-events-2us-per-key", |b| {
         b.iter_batched(
             || input.clone(),
@@ -234,6 +235,7 @@ fn slow_consumer(c: &mut Criterion) {
                 }
                 producer.join().unwrap();
                 worst.2 = fifo.metrics().decodes_saved;
+                worst.3 = fifo.capacity();
             },
             BatchSize::LargeInput,
         )
@@ -241,10 +243,7 @@ fn slow_consumer(c: &mut Criterion) {
     g.finish();
     println!(
         "slow-consumer: {N} events over {KEYS} keys: at most {} keys pending and {} inputs undrained (capacity {}); {} of {N} decodes saved in the last run",
-        worst.0,
-        worst.1,
-        informer::fifo::DEFAULT_CAPACITY,
-        worst.2
+        worst.0, worst.1, worst.3, worst.2
     );
 }
 

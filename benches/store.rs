@@ -1,6 +1,7 @@
-//! `Store::get` latency against a single `RwLock<HashMap<String, Arc<T>>>` (informer-design §7), idle
-//! and with a writer thread replacing objects the whole time. Criterion reports means; after it, a
-//! custom measurement prints per-lookup p50/p99 (batches of 64 lookups timed with `Instant`).
+//! `Store::get` latency against a single `RwLock<HashMap<String, Arc<T>>>`
+//! (docs/informer-design.md §7), idle and with a writer thread replacing objects the whole time.
+//! Criterion reports means; after it, a custom measurement prints per-lookup p50/p99 (batches of
+//! 64 lookups timed with `Instant`).
 //!
 //! `cargo bench --bench store -- --warm-up-time 1 --measurement-time 3`
 

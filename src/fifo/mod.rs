@@ -1,7 +1,7 @@
 //! The DeltaFifo: a per-key coalescing queue between the reflector (producers) and the one consumer
 //! that applies deltas to the [`Store`](crate::store::Store) and notifies handlers.
 //!
-//! # Semantics (informer-design §4)
+//! # Semantics (docs/informer-design.md §4)
 //! At most one pending delta per key (two for a delete followed by a re-create with a new uid),
 //! coalesced by this table (P pending, E incoming):
 //!
@@ -44,8 +44,7 @@
 //! The consumer copies each raw object's JSON as it drains it (`RawObject::own_bytes`). The
 //! reader hands over slices of its receive buffers, which the inbox's capacity keeps short-lived;
 //! a pending object that waits long holds an exact-size copy instead, allocated (and later freed)
-//! by the consumer's thread. Copied by the reader, the pending bytes would sit in the allocator
-//! arena of whichever runtime worker read them, and each arena keeps its peak.
+//! by the consumer's thread, so all pending JSON lives in one thread's allocator arena.
 //!
 //! # Listed objects decoded by the producer
 //! A streaming list's objects come raw ([`DeltaFifo::relist_raw_page`]), and the consumer alone would
@@ -53,23 +52,16 @@
 //! decodes every other listed object it hands over (counted across pages), and all of them while
 //! the consumer has [`DeltaFifo::capacity`] or more objects to go through. A decoded object takes
 //! the consumer a store insert, a raw one a decode as well, so the two threads share the list's
-//! work from its first page, without a handshake. Deciding by the backlog alone split it by
-//! chance: measured on a streaming list of 10k Endpoints, the producer decoded anywhere from 4% to
-//! 55% of them, and the initial sync took 0.075 and 0.081 s at the median in two sets of runs;
-//! every other object, 0.064 and 0.065 s. A list names each key once, so these decodes are hardly
-//! ever wasted on an object coalesced away. One that does not decode goes on raw, and the consumer
-//! reports it. The producer's task yields to its runtime after every 64 KiB of JSON it decodes, so
-//! it never holds a worker for long.
+//! work from its first page, without a handshake. A list names each key once, so these decodes are
+//! hardly ever wasted on an object coalesced away. One that does not decode goes on raw, and the
+//! consumer reports it. The producer's task yields to its runtime after every 64 KiB of JSON it
+//! decodes, so it never holds a worker for long.
 //!
-//! The producer stops decoding once it has decoded [`PRODUCER_DECODE_BUDGET`] of a list's JSON.
-//! What it decodes is allocated on its thread, and glibc's malloc gives each thread an arena of its
-//! own: when the consumer later replaces those objects, their memory goes back to the producer's
-//! arena, where the consumer's allocations never find it. Without the budget a large list costs
-//! that much twice: on 20k Pods (94 MB of list JSON, then 50k events; the side-by-side kit, one
-//! binary with the budget switched by an environment variable, 3 rounds each), peak RSS went from
-//! 160-163 MiB unbounded to 137 MiB with 8 MiB (132-138 MiB with no producer decode at all), and
-//! the sync from ~0.30 to ~0.36 s. On 10k Endpoints (10 MB), where the shared decode pays most,
-//! the sync did not move (0.068 s unbounded, 0.069 s with 8 MiB, medians of 8).
+//! The producer decodes at most 8 MiB of each list's JSON (the budget restarts with each relist);
+//! past it the consumer decodes everything. What the producer decodes is allocated on its thread,
+//! and glibc's malloc gives each thread an arena of its own: when the consumer later replaces
+//! those objects, their memory goes back to the producer's arena, where the consumer's allocations
+//! never find it, so without a bound a large list would cost its size twice.
 //!
 //! # Back-pressure
 //! [`DeltaFifo::push_raw`] and [`DeltaFifo::relist_page_async`] wait while the inbox holds
@@ -82,14 +74,26 @@
 //! # Concurrency
 //! Producers ([`DeltaFifo`], `Clone`, any thread) push raw inputs into a lock-free MPSC inbox and,
 //! the bounded async pushes aside, never wait for the consumer (see `inbox.rs` for the wake-up
-//! protocol and its orderings; `relist_page` also reads the store, see there). The single [`FifoConsumer`] (not `Clone`) owns the coalescing
-//! state outright, so coalescing takes no lock at all. It drains the inbox (up to `DRAIN_BATCH`
-//! inputs at a time) whenever nothing is pending and otherwise every 32 pops, always between two
-//! pops, so the store it compares against reflects every delta it handed out before (the previous
-//! [`Popped`] must be dropped before the next pop; the borrow checker enforces it).
+//! protocol and its orderings; `relist_page` also reads the store, see there). The single
+//! [`FifoConsumer`] (not `Clone`) owns the coalescing state outright, so coalescing takes no lock
+//! at all. It drains the inbox whenever nothing is pending and otherwise every 32 pops, always
+//! between two pops, so the store it compares against reflects every delta it handed out before
+//! (the previous [`Popped`] must be dropped before the next pop; the borrow checker enforces it).
 //!
-//! Memory: the coalesced state is O(distinct keys). Inputs not yet drained are bounded by the
-//! capacity for the async pushes (see Back-pressure); [`FifoMetrics::backlog`] exposes them.
+//! # Bounds
+//! - The coalesced state is O(distinct keys).
+//! - Inputs not yet drained: at most the capacity (default 1024 objects) for the async pushes (see
+//!   Back-pressure); [`FifoMetrics::backlog`] exposes them.
+//! - A drain takes at most 4096 inputs when nothing is pending, so a fast producer cannot keep the
+//!   consumer draining for ever. While keys are pending it takes at most sixteen inputs per pop
+//!   since the last drain and at most 512 KiB of raw JSON, so pops go on under a flood while a
+//!   lagging consumer still merges many events per key it hands out.
+//! - Undecoded JSON held by pending keys: 16 MiB ([`FifoMetrics::pending_raw_bytes`]); at or past
+//!   it the consumer takes no more input until pops bring it under.
+//! - The producer decodes at most 8 MiB of a list's JSON (see above).
+//!
+//! These numbers are private tuning constants, not API; how they were chosen, with the
+//! measurements, is in `docs/fifo-tuning.md`.
 
 mod delta;
 mod inbox;
@@ -125,27 +129,20 @@ const POPS_PER_DRAIN: u32 = 32;
 /// runs at most sixteen times ahead of output, so pops still go on under a flood (and the first
 /// list's keys go out before anything behind it comes in: "First sync"), while a consumer that
 /// lags takes in many events per key it hands out, each merged into its key's pending entry
-/// rather than decoded.
-///
-/// Measured with the side-by-side kit (wire-server, 10k Endpoints of ~1.1 KB, 200k events; one
-/// binary, the ratio switched by an environment variable, 3 rounds): four inputs per pop decoded
-/// 60k watch events, sixteen 30k, and throughput went from ~270k to ~390k events/s; 64 did about
-/// as well as sixteen. On 20k Pods of ~4.7 KB (50k events, none coalesced) sixteen per pop cost
-/// throughput and ~10 MiB of peak instead: pending keys held more undecoded JSON, and what a drain
-/// copied was out of cache by the time it was decoded. Hence the byte bound, which leaves large
-/// objects at about four per pop.
+/// rather than decoded. The byte bound keeps large objects at about four per pop. Why sixteen:
+/// `docs/fifo-tuning.md`.
 const DRAIN_WHILE_PENDING: usize = 16 * POPS_PER_DRAIN as usize;
 
 /// The raw JSON a drain takes in while keys are pending (see [`DRAIN_WHILE_PENDING`]): about half
-/// the L2 cache of a typical core. A measured setting, not a derived one: it keeps ~4.7 KB Pods at
-/// about four inputs per pop, as before, and ~1.1 KB Endpoints at about fifteen.
+/// the L2 cache of a typical core. A measured setting, not a derived one (`docs/fifo-tuning.md`):
+/// it keeps ~4.7 KB Pods at about four inputs per pop and ~1.1 KB Endpoints at about fifteen.
 const DRAIN_BYTES_WHILE_PENDING: usize = 512 << 10;
 
 /// The budget of undecoded JSON bytes that pending keys may hold (16 MiB): past it the consumer
 /// takes no more input until pops bring it under, so a consumer that lags behind a stream of
 /// large objects (say 5 KB Pods) holds a few thousand of them raw, not one per key. Below it,
 /// a lagging consumer coalesces events of the same key before decoding them.
-pub const PENDING_RAW_BYTES: usize = 16 << 20;
+pub(crate) const PENDING_RAW_BYTES: usize = 16 << 20;
 
 /// JSON bytes the producer decodes between two yields to its runtime (see "Listed objects decoded
 /// by the producer"): about a third of a millisecond of decoding, so a page of large objects does
@@ -156,14 +153,11 @@ const PRODUCER_DECODE_SLICE: usize = 64 << 10;
 /// the producer"): what it decodes is allocated from its own thread's memory, where the consumer,
 /// which later replaces those objects, cannot reuse it. 8 MiB covers half of a 10k-Endpoints list
 /// (10 MB of JSON), whose sync the shared decode speeds up most. It restarts with each relist.
-///
-/// ```
-/// assert_eq!(informer::fifo::PRODUCER_DECODE_BUDGET, 8 << 20);
-/// ```
-pub const PRODUCER_DECODE_BUDGET: usize = 8 << 20;
+/// How it was chosen: `docs/fifo-tuning.md`.
+pub(crate) const PRODUCER_DECODE_BUDGET: usize = 8 << 20;
 
 /// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
-pub const DEFAULT_CAPACITY: usize = 1024;
+pub(crate) const DEFAULT_CAPACITY: usize = 1024;
 
 /// Raw producer input, in push order.
 enum Input<T> {
@@ -213,7 +207,8 @@ pub struct FifoMetrics {
     /// Raw events that were not a valid `T` (each one also reported to the producer).
     pub decode_errors: u64,
     /// JSON bytes of the undecoded objects pending keys hold, as of the consumer's last drain or
-    /// pop; the consumer takes no more input while it is at [`PENDING_RAW_BYTES`] or more.
+    /// pop; the consumer takes no more input while it is at its budget (16 MiB, see the module
+    /// docs' "Bounds") or more.
     pub pending_raw_bytes: usize,
 }
 
@@ -302,12 +297,14 @@ impl<T> Clone for DeltaFifo<T> {
 
 impl<T: Object> DeltaFifo<T> {
     /// A fifo comparing against `known` (normally the store the consumer applies deltas to), and its
-    /// one consumer.
+    /// one consumer; the async pushes wait at 1024 undrained objects
+    /// ([`with_capacity`](Self::with_capacity) sets another bound).
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
     /// let (fifo, consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// assert!(fifo.is_empty());
+    /// assert_eq!(fifo.capacity(), 1024);
     /// # drop(consumer);
     /// ```
     pub fn new(known: Arc<dyn KnownObjects<T>>) -> (DeltaFifo<T>, FifoConsumer<T>) {
@@ -870,8 +867,8 @@ impl<T: Object> Popped<'_, T> {
     }
 
     /// `Some(rv)` when nothing else was pending: once these deltas are applied, the store is exactly
-    /// the server's state at `rv` (the newest event or bookmark taken in; informer-design §5, for
-    /// `Store::set_last_applied_resource_version`).
+    /// the server's state at `rv` (the newest event or bookmark taken in; docs/informer-design.md
+    /// §5, for `Store::set_last_applied_resource_version`).
     /// `None` while a relist is running or other keys are pending.
     ///
     /// ```

@@ -327,7 +327,7 @@ impl<T: Object> Pending<T> {
         }
     }
 
-    /// A watch event: drops it if stale, else coalesces it (informer-design §4).
+    /// A watch event: drops it if stale, else coalesces it (docs/informer-design.md §4).
     pub(super) fn event(&mut self, change: Change<T>, known: &dyn KnownObjects<T>) {
         self.counters.received += 1;
         self.counters.raw_received += change.held().raw();
@@ -348,7 +348,8 @@ impl<T: Object> Pending<T> {
         self.key_buf = key;
     }
 
-    /// Coalesces `e` into the entry of `key` by the table of informer-design §4 (no staleness check).
+    /// Coalesces `e` into the entry of `key` by the table of docs/informer-design.md §4 (no
+    /// staleness check).
     fn coalesce(&mut self, key: &str, e: Change<T>, known: &dyn KnownObjects<T>) {
         let Some(entry) = self.map.get_mut(key) else {
             self.insert_new(key.into(), e);

@@ -534,8 +534,8 @@ impl<T: Object> Store<T> {
         Ok(index.buckets.get(value).map(f).unwrap_or_default())
     }
 
-    /// The resourceVersion the store is known to be exactly at (see informer-design §5); empty until
-    /// set.
+    /// The resourceVersion the store is known to be exactly at (see docs/informer-design.md §5);
+    /// empty until set.
     ///
     /// ```
     /// let store = informer::store::Writer::<informer::Pod>::new();

@@ -1,10 +1,10 @@
-//! DeltaFifo semantics: every cell of the coalescing table (informer-design §4), stale and duplicate
-//! drops, order, relist with tombstones, has_synced, and client-go's T5 vectors adapted.
+//! DeltaFifo semantics: every cell of the coalescing table (docs/informer-design.md §4), stale and
+//! duplicate drops, order, relist with tombstones, has_synced, and client-go's T5 vectors adapted.
 
 use std::sync::Arc;
 
 use informer::Pod;
-use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, PENDING_RAW_BYTES, RawDelta};
+use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, RawDelta};
 use informer::store::{Ref, Writer};
 use informer::watch::{EventDecoder, RawEvent};
 
@@ -684,6 +684,9 @@ fn undecoded_bytes_held_pending_stay_within_the_budget() {
     // in the producer. Everything arrives.
     const KEYS: u64 = 8_000;
     const SIZE: usize = 4_000;
+    // The fifo's budget of undecoded JSON held by pending keys, as its module docs state it
+    // ("Bounds"; a crate-private constant, not API).
+    const PENDING_RAW_BYTES: usize = 16 << 20;
     let store = Arc::new(Writer::<Pod>::new());
     let (fifo, mut consumer) = DeltaFifo::with_capacity(store.clone(), 64);
     let producer = {
@@ -811,8 +814,9 @@ fn a_consumer_that_keeps_up_still_gets_half_the_list_decoded_by_the_producer() {
 #[test]
 fn the_producer_decodes_no_more_of_a_list_than_its_budget() {
     // 80 listed objects of ~256 KiB each (20 MiB of JSON), the consumer never behind: the producer
-    // decodes every other one until it has decoded `PRODUCER_DECODE_BUDGET` (8 MiB: 32 of them),
-    // and the consumer decodes the other 48. A new relist starts a new budget.
+    // decodes every other one until it has decoded its budget (8 MiB: 32 of them; the module
+    // docs' "Bounds"), and the consumer decodes the other 48. A new relist starts a new budget.
+    const PRODUCER_DECODE_BUDGET: usize = 8 << 20;
     const OBJECTS: u64 = 80;
     const PAD: usize = 256 << 10;
     let listed = |key: u64, rv: u64| {
@@ -825,7 +829,7 @@ fn the_producer_decodes_no_more_of_a_list_than_its_budget() {
             _ => unreachable!(),
         }
     };
-    let per_budget = (informer::fifo::PRODUCER_DECODE_BUDGET / PAD) as u64;
+    let per_budget = (PRODUCER_DECODE_BUDGET / PAD) as u64;
     assert_eq!(per_budget, 32);
     let store = Arc::new(Writer::<Pod>::new());
     let (fifo, mut c) = DeltaFifo::new(store.clone());

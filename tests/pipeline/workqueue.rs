@@ -1,4 +1,4 @@
-//! Work queue behaviour: client-go vectors T8/T9 and rules W1-W10 (spec §1.8, §5).
+//! Work queue behaviour: client-go vectors T8/T9 and rules W1-W10 (docs/client-go.md §1.8, §5).
 //!
 //! Timing-sensitive tests run on a paused clock (`start_paused`): time only moves when every task
 //! is idle, so delays are exact and nothing depends on the machine's load.

@@ -1,5 +1,6 @@
 //! The simulator's wire protocol, checked over real loopback HTTP with a raw client: status
-//! codes, headers, bodies, and the order and resourceVersions of watch events (spec §2, X1–X17).
+//! codes, headers, bodies, and the order and resourceVersions of watch events (docs/client-go.md
+//! §2, X1–X17).
 
 use std::time::Duration;
 
