@@ -26,11 +26,13 @@ use crate::frame::DEFAULT_MAX_FRAME_BYTES;
 pub mod exec;
 pub mod incluster;
 pub mod kubeconfig;
+mod proxy_url;
 mod token_file;
 
 pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
 pub use incluster::{InClusterOptions, SERVICE_ACCOUNT_DIR};
 pub use kubeconfig::{Kubeconfig, KubeconfigOptions, kubeconfig_paths};
+pub use proxy_url::{ProxyUrl, redact_userinfo};
 pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
 
 /// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
@@ -242,7 +244,7 @@ pub struct Config {
     pub max_response_bytes: usize,
     /// An HTTP proxy to tunnel connections through with `CONNECT` (kubeconfig `proxy-url`);
     /// `http://user:password@host:port` sends basic proxy credentials (never printed).
-    pub proxy_url: Option<crate::client::ProxyUrl>,
+    pub proxy_url: Option<ProxyUrl>,
 }
 
 impl fmt::Debug for Config {

@@ -36,8 +36,8 @@ use handler::{Notification, ResyncFn, Slot};
 
 use crate::Object;
 use crate::client::Api;
-use crate::fifo::{Delta, DeltaFifo, FifoConsumer, FifoMetrics};
-use crate::reflector::{ErrorCallback, Health, Reflector, ReflectorOptions, Transform};
+use crate::fifo::{Delta, DeltaFifo, FifoConsumer, FifoMetrics, Transform};
+use crate::reflector::{ErrorCallback, Health, Reflector, ReflectorOptions};
 use crate::store::Store;
 
 /// Identifies a registered handler, for [`Informer::remove_handler`] and
