@@ -33,6 +33,7 @@ pub mod error;
 pub mod fifo;
 pub mod frame;
 pub mod informer;
+mod key_hash;
 pub mod model;
 mod private_file;
 pub mod reflector;

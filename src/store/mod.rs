@@ -61,9 +61,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::fifo::{Delta, KnownObjects};
+use crate::key_hash::{KeyHasher, hash_parts};
 use crate::model::Object;
-pub(crate) use key::KeyHasher;
-use key::{StoreKey, hash_parts, split_key};
+use key::{StoreKey, split_key};
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
 pub use shard::Ref;
