@@ -483,8 +483,10 @@ pub async fn error_answers(client: &Client) -> Vec<(String, u16, Value)> {
             Ok(resp) => {
                 // A watch: the answer is its first event.
                 let code = resp.status().as_u16();
-                let mut stream =
-                    informer::watch::WatchStream::<DynamicObject, _>::new(resp.into_body(), 1 << 20);
+                let mut stream = informer::watch::WatchStream::<DynamicObject, _>::new(
+                    resp.into_body(),
+                    1 << 20,
+                );
                 match tokio::time::timeout(Duration::from_secs(5), stream.next_frame()).await {
                     Ok(frame) => (
                         code,
