@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+mod blocking;
 pub mod client;
 pub mod config;
 pub mod discovery;

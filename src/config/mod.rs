@@ -298,25 +298,40 @@ impl Config {
     /// # Ok(()) }
     /// ```
     pub async fn infer() -> Result<Config> {
-        let paths = kubeconfig_paths(
-            std::env::var_os("KUBECONFIG").as_deref(),
-            kubeconfig::home_dir().as_deref(),
-        );
-        if paths.iter().any(|p| p.exists()) {
-            let kubeconfig = Kubeconfig::read_merged(&paths)?;
-            return Config::from_custom_kubeconfig(kubeconfig, &KubeconfigOptions::default()).await;
-        }
-        Config::incluster().map_err(|incluster| {
-            let looked: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            let looked = if looked.is_empty() {
-                "nowhere: $KUBECONFIG is empty and $HOME is not set".to_owned()
-            } else {
-                looked.join(", ")
-            };
-            Error::Config(format!(
-                "no cluster configuration: no kubeconfig file (looked at {looked}), and the \
-                 in-cluster configuration failed: {incluster}"
-            ))
+        // Files are read off the runtime's workers (`blocking`).
+        let found = crate::blocking::unblock(|| {
+            let paths = kubeconfig_paths(
+                std::env::var_os("KUBECONFIG").as_deref(),
+                kubeconfig::home_dir().as_deref(),
+            );
+            if paths.iter().any(|p| p.exists()) {
+                return Kubeconfig::read_merged(&paths).map(Found::Kubeconfig);
+            }
+            Config::incluster().map(|c| Found::InCluster(Box::new(c))).map_err(|incluster| {
+                let looked: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                let looked = if looked.is_empty() {
+                    "nowhere: $KUBECONFIG is empty and $HOME is not set".to_owned()
+                } else {
+                    looked.join(", ")
+                };
+                Error::Config(format!(
+                    "no cluster configuration: no kubeconfig file (looked at {looked}), and the \
+                     in-cluster configuration failed: {incluster}"
+                ))
+            })
         })
+        .await?;
+        match found {
+            Found::Kubeconfig(kubeconfig) => {
+                Config::from_custom_kubeconfig(kubeconfig, &KubeconfigOptions::default()).await
+            }
+            Found::InCluster(config) => Ok(*config),
+        }
     }
+}
+
+/// What [`Config::infer`] found: a kubeconfig to build from, or the in-cluster configuration.
+enum Found {
+    Kubeconfig(Kubeconfig),
+    InCluster(Box<Config>),
 }
