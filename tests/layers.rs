@@ -12,11 +12,12 @@
 //! or `super::Snapshot` from a file of `discovery`) counts as an import of the module the re-exported
 //! item comes from.
 //!
-//! Between the files of one module (say `discovery/cache.rs` and `discovery/fallback.rs`) the check
-//! builds the graph of which file imports which (through `super::file::`, `crate::module::file::`
-//! or a name the module's `mod.rs` re-exports from a file) and fails on any circle in it. The
-//! `mod.rs` itself is the module's face and is left out of that graph: it declares and re-exports its
-//! files, and its files may use what it defines.
+//! Between the files of one module (say `discovery/fallback.rs` and `discovery/persist.rs`, or the
+//! folder `discovery/cache/` as one of them) the check builds the graph of which file imports
+//! which (through `super::file::`, `crate::module::file::` or a name the module's `mod.rs`
+//! re-exports from a file) and fails on any circle in it; likewise inside every folder. The
+//! `mod.rs` itself is the module's face and is left out of that graph: it declares and re-exports
+//! its files, and its files may use what it defines.
 //!
 //! Modules the order lists but `src/` does not hold (the simulator and the CLI once they live in
 //! crates of their own) are simply absent; a module `src/` holds that the order does not list is a
@@ -135,8 +136,8 @@ struct Report {
     problems: Vec<String>,
 }
 
-/// One file of the library, as a module path: `src/discovery/cache.rs` is `["discovery", "cache"]`,
-/// `src/fifo/mod.rs` is `["fifo"]`, `src/lib.rs` is `[]`.
+/// One file of the library, as a module path: `src/discovery/fallback.rs` is
+/// `["discovery", "fallback"]`, `src/fifo/mod.rs` is `["fifo"]`, `src/lib.rs` is `[]`.
 struct Source<'a> {
     rel: &'a str,
     module: Vec<String>,

@@ -23,9 +23,10 @@
 //! - **A forgotten namespace** never starts again from a recomputation: only the read path
 //!   (`cell`, `has_synced`, `synced`) creates a namespace's informers (`watch`); handlers and the
 //!   first computation use `current_watch`.
-//! - **No lock is left poisoned for good**: every lock is taken with `PoisonError::into_inner`
-//!   (what they guard stays consistent between statements), and creating informers, which can
-//!   panic, runs with no lock held but the `watches` map, which it releases before panicking on.
+//! - **A panic does not take discovery down**: every lock is taken with
+//!   `PoisonError::into_inner` (a thread spawn failing while one is held leaves it usable), and
+//!   creating informers, which can panic, runs under the `watches` map's lock only, which it
+//!   releases before the panic goes on.
 //! - Atomics: `next_seq` only hands out unique, increasing numbers and `dirty` is a hint for the
 //!   saver (both `Relaxed`); `recomputes` and `published` are counters; the flags of a namespace
 //!   are argued at [`Watch`].

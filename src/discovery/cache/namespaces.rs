@@ -1,12 +1,14 @@
 //! The informers of each namespace asked about (one [`Watch`] per namespace, or one for the
 //! cluster with [`WatchScope::ClusterWide`]): created on first use, at most
-//! [`max_watched_namespaces`](crate::discovery::DiscoveryOptions::max_watched_namespaces) of them
-//! (past it the oldest namespace without a subscriber is forgotten, else the oldest), the sync
-//! waits, and the first full computation of a namespace once its informers synced.
+//! [`max_watched_namespaces`] of them (past it the oldest namespace without a subscriber is
+//! forgotten, else the oldest), the sync waits, and the first full computation of a namespace
+//! once its informers synced.
 //!
 //! Invariants: only [`Cache::watch`] creates a namespace's informers, and only the read path calls
 //! it; a forgotten namespace's `evicted` flag is set before its Services are forgotten, and its
 //! first computation, if not run yet, never runs.
+//!
+//! [`max_watched_namespaces`]: crate::discovery::DiscoveryOptions::max_watched_namespaces
 
 use std::pin::pin;
 use std::sync::atomic::Ordering;
@@ -37,8 +39,8 @@ impl Cache {
     }
 
     /// The informers serving `namespace`, created, wired and started on first use; creating one
-    /// past [`max_watched_namespaces`](crate::discovery::DiscoveryOptions::max_watched_namespaces) forgets the
-    /// oldest namespace without subscribers (else the oldest).
+    /// past `max_watched_namespaces` forgets the oldest namespace without subscribers (else the
+    /// oldest).
     pub(super) fn watch(&self, namespace: &str) -> Arc<Watch> {
         let key = self.scope_key(namespace);
         if let Some(w) = self

@@ -1,11 +1,12 @@
 //! The tracked Services: an entry per `(namespace, service)` somebody asked about, holding its
-//! cells. At most [`max_tracked_services`](crate::discovery::DiscoveryOptions::max_tracked_services)
-//! entries and [`max_ports_per_service`](crate::discovery::DiscoveryOptions::max_ports_per_service)
-//! cells each: past a bound the oldest without a subscriber goes (else the oldest), and its
-//! subscriptions end.
+//! cells. At most [`max_tracked_services`] entries and [`max_ports_per_service`] cells each: past
+//! a bound the oldest without a subscriber goes (else the oldest), and its subscriptions end.
 //!
 //! Invariant: an entry is marked `evicted` under its own lock when it is forgotten, after it left
 //! the `services` map; its cells leave the read path and its Pod references go with it.
+//!
+//! [`max_tracked_services`]: crate::discovery::DiscoveryOptions::max_tracked_services
+//! [`max_ports_per_service`]: crate::discovery::DiscoveryOptions::max_ports_per_service
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
@@ -14,9 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::{Cache, Cell, ServiceEntry, ServiceInner};
 
 impl Cache {
-    /// The entry of a Service, created on first use; creating one past
-    /// [`max_tracked_services`](crate::discovery::DiscoveryOptions::max_tracked_services) forgets the oldest
-    /// entry without subscribers (else the oldest).
+    /// The entry of a Service, created on first use; creating one past `max_tracked_services`
+    /// forgets the oldest entry without subscribers (else the oldest).
     pub(super) fn service_entry(&self, namespace: &str, service: &str) -> Arc<ServiceEntry> {
         let key = (namespace.to_owned(), service.to_owned());
         let (entry, victim) = {
