@@ -272,3 +272,14 @@ pub(crate) fn excerpt(bytes: &[u8], from: usize, max: usize) -> String {
     }
     s
 }
+
+/// The message of a caught panic (`panic!("...")` payloads are `&str` or `String`).
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic without a message)".to_owned()
+    }
+}

@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+mod blocking;
 pub mod client;
 pub mod config;
 pub mod discovery;
@@ -33,6 +34,7 @@ pub mod error;
 pub mod fifo;
 pub mod frame;
 pub mod informer;
+mod key_hash;
 pub mod model;
 mod private_file;
 pub mod reflector;

@@ -47,13 +47,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::{Either, select};
 
 use crate::Object;
-use crate::client::{Api, ListParams, VersionMatch, WatchParams};
+use crate::client::{Api, ListParams, ResponseBody, VersionMatch, WatchParams};
 use crate::error::Error;
-use crate::fifo::{DeletedObject, Delta, DeltaFifo, RawDelta, apply_transform};
+use crate::fifo::{DeletedObject, Delta, DeltaFifo, RawDelta, Transform, apply_transform};
 use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
-
-/// A function applied to every object once, before it is queued (e.g. drop managedFields).
-pub type Transform<T> = Arc<dyn Fn(T) -> T + Send + Sync>;
 
 /// Called with every failure the reflector meets (it keeps going after each).
 pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync>;
@@ -67,7 +64,7 @@ pub(crate) fn report(on_error: Option<&ErrorCallback>, e: &Error) {
     if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(e))) {
         tracing::error!(
             error = %e,
-            panic = %crate::store::panic_message(&*payload),
+            panic = %crate::error::panic_message(&*payload),
             "the error callback panicked while it was told of this error"
         );
     }
@@ -269,7 +266,7 @@ enum State<T> {
     /// A watch is open; `opened` and `events` detect very short watches (and a watch silent for
     /// the reflector's `silence_limit` is dead).
     Watching {
-        stream: WatchStream<T>,
+        stream: WatchStream<T, ResponseBody>,
         opened: Instant,
         events: u64,
     },

@@ -903,7 +903,10 @@ impl<T: Object> EventDecoder<T> {
 /// [`Error::Transport`]; both also mean "re-watch". A frame that does not decode is [`Error::Decode`]
 /// (the stream can go on, but the cache may have missed an event: relist). An `ERROR` event is
 /// returned as [`WatchEvent::Error`].
-pub struct WatchStream<T, B = crate::client::ResponseBody> {
+///
+/// `B` is any HTTP body of [`Bytes`]; [`Api::watch`](crate::client::Api::watch) gives a
+/// `WatchStream<T, ResponseBody>` (the client's [`ResponseBody`](crate::client::ResponseBody)).
+pub struct WatchStream<T, B> {
     body: B,
     events: EventDecoder<T>,
     ended: bool,

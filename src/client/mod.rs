@@ -43,9 +43,8 @@ pub use params::{
     ListParams, VersionMatch, WatchParams, encode_path_segment, validate_name, validate_namespace,
 };
 pub use pool::{Http2ConnectionStats, PoolStats, ResponseBody};
-pub use proxy::{ProxyUrl, redact_userinfo};
 
-use crate::config::{Auth, Config};
+use crate::config::{Auth, Config, redact_userinfo};
 use crate::error::{Error, Result, excerpt};
 use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
@@ -582,7 +581,7 @@ impl<T: Object> Api<T> {
     }
 
     /// Starts a WATCH; events are read from the returned stream as they arrive.
-    pub async fn watch(&self, params: &WatchParams) -> Result<WatchStream<T>> {
+    pub async fn watch(&self, params: &WatchParams) -> Result<WatchStream<T, ResponseBody>> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
         let resp = self.client.send(Method::GET, &path, None).await?;
         Ok(WatchStream::new(

@@ -176,7 +176,7 @@ impl Pool {
         target: Uri,
         settings: PoolSettings,
     ) -> Result<Pool, String> {
-        let shown = super::redact_userinfo(&target);
+        let shown = crate::config::redact_userinfo(&target);
         let authority = target
             .authority()
             .ok_or_else(|| format!("cluster URL {shown} has no host"))?;

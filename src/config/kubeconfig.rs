@@ -33,6 +33,7 @@ use serde::Deserialize;
 use super::exec::{ExecConfig, ExecCredentialProvider};
 use super::token_file::TokenFile;
 use super::{Auth, Config, Identity, Secret, parse_certificates};
+use crate::blocking::unblock;
 use crate::error::{Error, Result};
 use crate::model::meta::null_as_default;
 
@@ -494,20 +495,25 @@ impl Config {
     /// # Ok(()) }
     /// ```
     pub async fn from_kubeconfig(options: &KubeconfigOptions) -> Result<Config> {
-        let paths = match &options.path {
-            Some(p) => vec![p.clone()],
-            None => kubeconfig_paths(
-                std::env::var_os("KUBECONFIG").as_deref(),
-                home_dir().as_deref(),
-            ),
-        };
-        if !paths.iter().any(|p| p.exists()) {
-            return Err(Error::Config(format!(
-                "no kubeconfig file found (looked at {})",
-                describe_paths(&paths)
-            )));
-        }
-        let kubeconfig = Kubeconfig::read_merged(&paths)?;
+        let path = options.path.clone();
+        // Files are read off the runtime's workers (`blocking`).
+        let kubeconfig = unblock(move || {
+            let paths = match path {
+                Some(p) => vec![p],
+                None => kubeconfig_paths(
+                    std::env::var_os("KUBECONFIG").as_deref(),
+                    home_dir().as_deref(),
+                ),
+            };
+            if !paths.iter().any(|p| p.exists()) {
+                return Err(Error::Config(format!(
+                    "no kubeconfig file found (looked at {})",
+                    describe_paths(&paths)
+                )));
+            }
+            Kubeconfig::read_merged(&paths)
+        })
+        .await?;
         Self::from_custom_kubeconfig(kubeconfig, options).await
     }
 
@@ -531,15 +537,34 @@ impl Config {
         kubeconfig: Kubeconfig,
         options: &KubeconfigOptions,
     ) -> Result<Config> {
-        let selected = select(&kubeconfig, options)?;
-        let mut config = cluster_config(selected.cluster_name, selected.cluster)?;
-        config.default_namespace = selected
-            .namespace
-            .filter(|n| !n.is_empty())
-            .unwrap_or("default")
-            .to_owned();
-        if let Some((user_name, user)) = selected.user {
-            apply_user(&mut config, user_name, user, selected.cluster).await?;
+        let options = options.clone();
+        // The files it names (CA, client certificate and key, token file) are read off the
+        // runtime's workers (`blocking`); an exec plugin then runs asynchronously.
+        let (mut config, exec) = unblock(move || {
+            let selected = select(&kubeconfig, &options)?;
+            let mut config = cluster_config(selected.cluster_name, selected.cluster)?;
+            config.default_namespace = selected
+                .namespace
+                .filter(|n| !n.is_empty())
+                .unwrap_or("default")
+                .to_owned();
+            let exec = match selected.user {
+                Some((user_name, user)) => {
+                    apply_user(&mut config, user_name, user, selected.cluster)?
+                }
+                None => None,
+            };
+            Ok::<_, Error>((config, exec))
+        })
+        .await?;
+        if let Some(provider) = exec {
+            let credential = provider.credential().await?;
+            if let Some(identity) = credential.identity {
+                config.tls.identity = Some(identity);
+            }
+            if credential.token.is_some() {
+                config.auth = Auth::Provider(Arc::new(provider));
+            }
         }
         Ok(config)
     }
@@ -687,8 +712,14 @@ fn cluster_config(name: &str, cluster: &Cluster) -> Result<Config> {
 }
 
 /// Credentials of a user: client certificate, then one of auth-provider (an error), basic,
-/// token, tokenFile, exec (kube-rs's precedence).
-async fn apply_user(config: &mut Config, name: &str, user: &User, cluster: &Cluster) -> Result<()> {
+/// token, tokenFile, exec (kube-rs's precedence). Reads files; an exec plugin is returned for the
+/// caller to run (its credential may hold a client certificate too).
+fn apply_user(
+    config: &mut Config,
+    name: &str,
+    user: &User,
+    cluster: &Cluster,
+) -> Result<Option<ExecCredentialProvider>> {
     let field = |f: &str| format!("user {name:?} {f}");
     let cert = read_data_or_file(
         &field("client-certificate"),
@@ -753,16 +784,9 @@ async fn apply_user(config: &mut Config, name: &str, user: &User, cluster: &Clus
             .provide_cluster_info
             .then(|| exec_cluster_info(cluster))
             .transpose()?;
-        let provider = ExecCredentialProvider::new(name, exec, cluster_info)?;
-        let credential = provider.credential().await?;
-        if let Some(identity) = credential.identity {
-            config.tls.identity = Some(identity);
-        }
-        if credential.token.is_some() {
-            config.auth = Auth::Provider(Arc::new(provider));
-        }
+        return ExecCredentialProvider::new(name, exec, cluster_info).map(Some);
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The `spec.cluster` object of `KUBERNETES_EXEC_INFO` (client-go's `clientauthentication.Cluster`).

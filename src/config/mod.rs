@@ -26,11 +26,13 @@ use crate::frame::DEFAULT_MAX_FRAME_BYTES;
 pub mod exec;
 pub mod incluster;
 pub mod kubeconfig;
+mod proxy_url;
 mod token_file;
 
 pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
 pub use incluster::{InClusterOptions, SERVICE_ACCOUNT_DIR};
 pub use kubeconfig::{Kubeconfig, KubeconfigOptions, kubeconfig_paths};
+pub use proxy_url::{ProxyUrl, redact_userinfo};
 pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
 
 /// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
@@ -242,7 +244,7 @@ pub struct Config {
     pub max_response_bytes: usize,
     /// An HTTP proxy to tunnel connections through with `CONNECT` (kubeconfig `proxy-url`);
     /// `http://user:password@host:port` sends basic proxy credentials (never printed).
-    pub proxy_url: Option<crate::client::ProxyUrl>,
+    pub proxy_url: Option<ProxyUrl>,
     /// Threads that run the event handlers of every informer built on a client of this
     /// configuration (its clones, factories and controllers included); `None`, the default, means
     /// the machine's parallelism. Each handler still gets its notifications one at a time and in
@@ -308,25 +310,40 @@ impl Config {
     /// # Ok(()) }
     /// ```
     pub async fn infer() -> Result<Config> {
-        let paths = kubeconfig_paths(
-            std::env::var_os("KUBECONFIG").as_deref(),
-            kubeconfig::home_dir().as_deref(),
-        );
-        if paths.iter().any(|p| p.exists()) {
-            let kubeconfig = Kubeconfig::read_merged(&paths)?;
-            return Config::from_custom_kubeconfig(kubeconfig, &KubeconfigOptions::default()).await;
-        }
-        Config::incluster().map_err(|incluster| {
-            let looked: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            let looked = if looked.is_empty() {
-                "nowhere: $KUBECONFIG is empty and $HOME is not set".to_owned()
-            } else {
-                looked.join(", ")
-            };
-            Error::Config(format!(
-                "no cluster configuration: no kubeconfig file (looked at {looked}), and the \
-                 in-cluster configuration failed: {incluster}"
-            ))
+        // Files are read off the runtime's workers (`blocking`).
+        let found = crate::blocking::unblock(|| {
+            let paths = kubeconfig_paths(
+                std::env::var_os("KUBECONFIG").as_deref(),
+                kubeconfig::home_dir().as_deref(),
+            );
+            if paths.iter().any(|p| p.exists()) {
+                return Kubeconfig::read_merged(&paths).map(Found::Kubeconfig);
+            }
+            Config::incluster().map(|c| Found::InCluster(Box::new(c))).map_err(|incluster| {
+                let looked: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+                let looked = if looked.is_empty() {
+                    "nowhere: $KUBECONFIG is empty and $HOME is not set".to_owned()
+                } else {
+                    looked.join(", ")
+                };
+                Error::Config(format!(
+                    "no cluster configuration: no kubeconfig file (looked at {looked}), and the \
+                     in-cluster configuration failed: {incluster}"
+                ))
+            })
         })
+        .await?;
+        match found {
+            Found::Kubeconfig(kubeconfig) => {
+                Config::from_custom_kubeconfig(kubeconfig, &KubeconfigOptions::default()).await
+            }
+            Found::InCluster(config) => Ok(*config),
+        }
     }
+}
+
+/// What [`Config::infer`] found: a kubeconfig to build from, or the in-cluster configuration.
+enum Found {
+    Kubeconfig(Kubeconfig),
+    InCluster(Box<Config>),
 }

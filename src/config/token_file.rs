@@ -83,21 +83,25 @@ impl TokenFile {
         &self.path
     }
 
-    fn current(&self) -> Result<Secret> {
+    /// The cached token, unless a re-read is due (the interval passed, or it was invalidated).
+    fn fresh(&self) -> Option<Secret> {
+        let cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
+        let due = cached.stale || cached.read_at.elapsed() >= self.refresh_interval;
+        (!due).then(|| cached.token.clone())
+    }
+
+    /// Takes in the outcome of a re-read and returns the token to use.
+    fn reread(&self, read: Result<Secret>) -> Result<Secret> {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
-        if cached.stale || cached.read_at.elapsed() >= self.refresh_interval {
-            // A token file is a few hundred bytes on a local (tmpfs) mount: reading it inline is
-            // cheaper than a trip to a blocking thread.
-            match read_token(&self.path) {
-                Ok(token) => {
-                    cached.token = token;
-                    cached.read_at = Instant::now();
-                    cached.stale = false;
-                }
-                // Keep the old token; try again at the next interval (or next call when stale).
-                Err(_) if !cached.stale => cached.read_at = Instant::now(),
-                Err(e) => return Err(e),
+        match read {
+            Ok(token) => {
+                cached.token = token;
+                cached.read_at = Instant::now();
+                cached.stale = false;
             }
+            // Keep the old token; try again at the next interval (or next call when stale).
+            Err(_) if !cached.stale => cached.read_at = Instant::now(),
+            Err(e) => return Err(e),
         }
         Ok(cached.token.clone())
     }
@@ -105,8 +109,16 @@ impl TokenFile {
 
 impl TokenProvider for TokenFile {
     fn token(&self) -> Pin<Box<dyn Future<Output = Result<Secret>> + Send + '_>> {
-        let token = self.current();
-        Box::pin(async move { token })
+        Box::pin(async move {
+            if let Some(token) = self.fresh() {
+                return Ok(token);
+            }
+            // Due (once a refresh interval): the file is read off the runtime's workers
+            // (`blocking`). Two callers that find it due at once both read it; the later wins.
+            let path = self.path.clone();
+            let read = crate::blocking::unblock(move || read_token(&path)).await;
+            self.reread(read)
+        })
     }
 
     fn invalidate(&self) {

@@ -6,16 +6,22 @@
 //! [`fetch_min_interval`](super::DiscoveryOptions::fetch_min_interval), and a semaphore bounds the
 //! requests in flight over all Services. A thousand callers on a cold cache therefore make one
 //! request, not a thousand (Dubbo's `getInstances` fallback without the thundering herd).
+//!
+//! It sits on top of the cache: it reads a Service port's cell ([`Cache::cell`]) and computes a
+//! snapshot of its own from what it fetched ([`compute`]); the cache knows nothing of it. Its
+//! state ([`Fetches`]: the single-flight slots, the semaphore, its counters) belongs to the
+//! `ServiceDiscovery`.
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Instant, SystemTime};
 
 use tokio::sync::{Semaphore, watch};
 
-use super::cache::{Cache, ServiceKey, Source, compute, snapshot};
+use super::cache::{Cache, ServiceKey};
+use super::compute::{Source, compute, snapshot};
 use super::merge::{MergeContext, ObservedSlice};
 use super::{EndpointSource, Freshness, SERVICE_NAME_LABEL, ServiceState, Snapshot};
 use crate::client::{Api, ListParams};
@@ -67,10 +73,14 @@ struct FetchSlot {
     in_flight: Option<watch::Receiver<Option<FetchResult>>>,
 }
 
-/// Single-flight state of every Service.
+/// Single-flight state of every Service, and the counters of the cache-miss path.
 pub(crate) struct Fetches {
     slots: Mutex<HashMap<ServiceKey, FetchSlot>>,
     limit: Semaphore,
+    /// HTTP requests made.
+    apiserver_reads: AtomicU64,
+    /// Calls answered without a request of their own.
+    fetches_shared: AtomicU64,
 }
 
 impl Fetches {
@@ -78,7 +88,18 @@ impl Fetches {
         Fetches {
             slots: Mutex::new(HashMap::new()),
             limit: Semaphore::new(max_in_flight.max(1)),
+            apiserver_reads: AtomicU64::new(0),
+            fetches_shared: AtomicU64::new(0),
         }
+    }
+
+    /// `(apiserver_reads, fetches_shared)`.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        // Relaxed: counters read for display; they publish no other memory.
+        (
+            self.apiserver_reads.load(Ordering::Relaxed),
+            self.fetches_shared.load(Ordering::Relaxed),
+        )
     }
 }
 
@@ -88,8 +109,11 @@ enum Role {
     Lead(watch::Sender<Option<FetchResult>>),
 }
 
+/// The snapshot of a Service port: the cell's if it is live, else one computed from a read of the
+/// apiserver (shared, rate-limited), else a stale one if the read failed and there is one.
 pub(crate) async fn instances_or_fetch(
     cache: &Cache,
+    fetches: &Fetches,
     namespace: &str,
     service: &str,
     port: &str,
@@ -102,11 +126,7 @@ pub(crate) async fn instances_or_fetch(
     let key: ServiceKey = (namespace.to_owned(), service.to_owned());
     let fetched = loop {
         let role = {
-            let mut slots = cache
-                .fetches
-                .slots
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut slots = fetches.slots.lock().unwrap_or_else(PoisonError::into_inner);
             let slot = slots.entry(key.clone()).or_default();
             match (&slot.last, &slot.in_flight) {
                 (Some((t, r)), _) if t.elapsed() < cache.options.fetch_min_interval => {
@@ -123,22 +143,19 @@ pub(crate) async fn instances_or_fetch(
         match role {
             Role::Done(r) => {
                 // Relaxed: a counter read for display; it publishes no other memory.
-                cache.fetches_shared.fetch_add(1, Ordering::Relaxed);
+                fetches.fetches_shared.fetch_add(1, Ordering::Relaxed);
                 break r;
             }
             Role::Wait(mut rx) => {
                 // Relaxed: a counter read for display; it publishes no other memory.
-                cache.fetches_shared.fetch_add(1, Ordering::Relaxed);
+                fetches.fetches_shared.fetch_add(1, Ordering::Relaxed);
                 let waited = rx.wait_for(|r| r.is_some()).await.map(|r| r.clone());
                 match waited {
                     Ok(r) => break r.expect("waited for Some"),
                     Err(_) => {
                         // The leader was cancelled: clear its slot and try again.
-                        let mut slots = cache
-                            .fetches
-                            .slots
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner);
+                        let mut slots =
+                            fetches.slots.lock().unwrap_or_else(PoisonError::into_inner);
                         if let Some(slot) = slots.get_mut(&key) {
                             if slot.in_flight.as_ref().is_some_and(|r| r.same_channel(&rx)) {
                                 slot.in_flight = None;
@@ -149,14 +166,10 @@ pub(crate) async fn instances_or_fetch(
             }
             Role::Lead(tx) => {
                 let r = {
-                    let _permit = cache.fetches.limit.acquire().await.expect("never closed");
-                    fetch(cache, namespace, service).await
+                    let _permit = fetches.limit.acquire().await.expect("never closed");
+                    fetch(cache, &fetches.apiserver_reads, namespace, service).await
                 };
-                let mut slots = cache
-                    .fetches
-                    .slots
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
+                let mut slots = fetches.slots.lock().unwrap_or_else(PoisonError::into_inner);
                 let slot = slots.entry(key.clone()).or_default();
                 slot.last = Some((Instant::now(), r.clone()));
                 slot.in_flight = None;
@@ -200,10 +213,9 @@ fn is_live(s: &Snapshot) -> bool {
 
 /// One read: the Service's slices (or Endpoints object); the Service itself only when watching
 /// Services and no slice says it exists.
-async fn fetch(cache: &Cache, namespace: &str, service: &str) -> FetchResult {
+async fn fetch(cache: &Cache, reads: &AtomicU64, namespace: &str, service: &str) -> FetchResult {
     let client = cache.client.clone();
     let at = SystemTime::now();
-    let reads = &cache.apiserver_reads;
     let source = match cache.options.source {
         EndpointSource::EndpointSlices => {
             let api: Api<EndpointSlice> = Api::namespaced(client.clone(), namespace);

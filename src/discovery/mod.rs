@@ -73,7 +73,9 @@
 //! [`Snapshot::truncated`] and logs a warning (the list was cut at 1000 addresses).
 
 mod cache;
+mod compute;
 mod fallback;
+mod informers;
 mod merge;
 mod persist;
 mod snapshot;
@@ -290,6 +292,8 @@ pub struct DiscoveryMetrics {
 #[derive(Clone)]
 pub struct ServiceDiscovery {
     cache: Arc<cache::Cache>,
+    /// The cache-miss path's state (`instances_or_fetch`).
+    fetches: Arc<fallback::Fetches>,
 }
 
 impl ServiceDiscovery {
@@ -326,6 +330,7 @@ impl ServiceDiscovery {
         options: DiscoveryOptions,
     ) -> ServiceDiscovery {
         ServiceDiscovery {
+            fetches: Arc::new(fallback::Fetches::new(options.max_concurrent_fetches)),
             cache: cache::Cache::new(client, factory, options),
         }
     }
@@ -363,7 +368,7 @@ impl ServiceDiscovery {
         service: &str,
         port: &str,
     ) -> Result<Arc<Snapshot>, FetchError> {
-        fallback::instances_or_fetch(&self.cache, namespace, service, port).await
+        fallback::instances_or_fetch(&self.cache, &self.fetches, namespace, service, port).await
     }
 
     /// Subscribes to a Service port: the current snapshot first, then every content change, with
@@ -413,8 +418,9 @@ impl ServiceDiscovery {
         self.cache.wait_first_compute(namespace, deadline).await
     }
 
-    /// Writes the last-known-good file now (no-op without
-    /// [`DiscoveryOptions::last_known_good`]).
+    /// Writes the last-known-good file now, on this thread: it blocks for the write (from async
+    /// code, call it in `tokio::task::spawn_blocking`). A no-op without
+    /// [`DiscoveryOptions::last_known_good`]. The periodic saves run on tokio's blocking pool.
     ///
     /// ```no_run
     /// # fn demo(d: informer::discovery::ServiceDiscovery) -> std::io::Result<()> {
@@ -422,7 +428,7 @@ impl ServiceDiscovery {
     /// # Ok(()) }
     /// ```
     pub fn persist_now(&self) -> std::io::Result<()> {
-        persist::save(&self.cache)
+        self.cache.persist_now()
     }
 
     /// A snapshot of the counters.
@@ -433,6 +439,11 @@ impl ServiceDiscovery {
     /// # }
     /// ```
     pub fn metrics(&self) -> DiscoveryMetrics {
-        self.cache.metrics()
+        let (apiserver_reads, fetches_shared) = self.fetches.counts();
+        DiscoveryMetrics {
+            apiserver_reads,
+            fetches_shared,
+            ..self.cache.metrics()
+        }
     }
 }

@@ -108,11 +108,26 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::error::Error;
 use crate::model::Object;
-use crate::reflector::Transform;
 use crate::watch::RawObject;
 pub use delta::{DeletedObject, Delta, KnownObjects, RawDelta};
 use inbox::Inbox;
 use pending::{Change, Held, Pending};
+
+/// A function applied to every object once, when it is decoded and before it is handed out (e.g.
+/// drop managedFields): the fifo applies it to the objects it decodes, the reflector to those it
+/// decodes itself ([`ReflectorOptions::with_transform`](crate::reflector::ReflectorOptions::with_transform)).
+///
+/// ```
+/// use std::sync::Arc;
+/// use informer::fifo::Transform;
+/// use informer::ConfigMap;
+/// let drop_data: Transform<ConfigMap> = Arc::new(|mut cm: ConfigMap| {
+///     cm.data = Default::default();
+///     cm
+/// });
+/// # let _ = drop_data;
+/// ```
+pub type Transform<T> = Arc<dyn Fn(T) -> T + Send + Sync>;
 
 /// Most raw inputs the consumer drains before handing out a key, so a fast producer cannot keep the
 /// consumer draining forever.
@@ -263,7 +278,7 @@ pub(crate) fn apply_transform<T>(transform: &Transform<T>, obj: T) -> Result<T, 
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| transform(obj))).map_err(|payload| {
         Error::Panicked {
             context: "the informer's transform".to_owned(),
-            message: crate::store::panic_message(&*payload),
+            message: crate::error::panic_message(&*payload),
         }
     })
 }

@@ -17,8 +17,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use super::{DeletedObject, Delta, KnownObjects};
+use crate::key_hash::KeyHasher;
 use crate::model::Object;
-use crate::store::KeyHasher;
 use crate::watch::RawObject;
 
 /// An object as the fifo holds it: decoded (listed objects, events given as [`Delta`]s), or a watch

@@ -25,9 +25,9 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::error::panic_message;
 use crate::fifo::DeletedObject;
 use crate::reflector::{ErrorCallback, report};
-use crate::store::panic_message;
 use crate::thread_pool::ThreadPool;
 use crate::{Error, Object};
 

@@ -41,8 +41,8 @@ use handler::{Notification, Slot};
 
 use crate::Object;
 use crate::client::Api;
-use crate::fifo::{Delta, DeltaFifo, FifoConsumer, FifoMetrics};
-use crate::reflector::{ErrorCallback, Health, Reflector, ReflectorOptions, Transform};
+use crate::fifo::{Delta, DeltaFifo, FifoConsumer, FifoMetrics, Transform};
+use crate::reflector::{ErrorCallback, Health, Reflector, ReflectorOptions};
 use crate::store::Store;
 use crate::thread_pool::ThreadPool;
 

@@ -60,10 +60,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
+use crate::error::panic_message;
 use crate::fifo::{Delta, KnownObjects};
+use crate::key_hash::{KeyHasher, hash_parts};
 use crate::model::Object;
-pub(crate) use key::KeyHasher;
-use key::{StoreKey, hash_parts, split_key};
+use key::{StoreKey, split_key};
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
 pub use shard::Ref;
@@ -621,17 +622,6 @@ fn update_index<T>(
                 .or_default()
                 .insert(key.clone(), new.clone());
         }
-    }
-}
-
-/// The message of a caught panic (`panic!("...")` payloads are `&str` or `String`).
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "(a panic without a message)".to_owned()
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::Method;
+use informer::client::ResponseBody;
 use informer::{Api, Client, DynamicObject, ListParams, WatchParams};
 use serde_json::{Value, json};
 
@@ -217,7 +218,9 @@ async fn patch(client: &Client, path: &str, body: Value) -> Value {
 }
 
 /// Raw watch events up to and including the ADDED of configmap `end`.
-async fn events_until_end(stream: &mut informer::watch::WatchStream<DynamicObject>) -> Vec<Value> {
+async fn events_until_end(
+    stream: &mut informer::watch::WatchStream<DynamicObject, ResponseBody>,
+) -> Vec<Value> {
     let mut out = Vec::new();
     loop {
         let frame = tokio::time::timeout(Duration::from_secs(20), stream.next_frame())
@@ -480,8 +483,10 @@ pub async fn error_answers(client: &Client) -> Vec<(String, u16, Value)> {
             Ok(resp) => {
                 // A watch: the answer is its first event.
                 let code = resp.status().as_u16();
-                let mut stream =
-                    informer::watch::WatchStream::<DynamicObject>::new(resp.into_body(), 1 << 20);
+                let mut stream = informer::watch::WatchStream::<DynamicObject, _>::new(
+                    resp.into_body(),
+                    1 << 20,
+                );
                 match tokio::time::timeout(Duration::from_secs(5), stream.next_frame()).await {
                     Ok(frame) => (
                         code,

@@ -234,7 +234,7 @@ fn rv_num(rv: &str) -> u64 {
 
 /// Reads events until `n` non-bookmark events arrived (bookmarks are returned too).
 async fn next_events<T: Object>(
-    stream: &mut informer::watch::WatchStream<T>,
+    stream: &mut informer::watch::WatchStream<T, informer::client::ResponseBody>,
     n: usize,
 ) -> Vec<WatchEvent<T>> {
     let mut out = Vec::new();
