@@ -26,7 +26,7 @@ async fn main() {
         .unwrap_or(PER_NS);
     let base = scale_probe::snap();
 
-    let clock = Arc::new(Timeline::start());
+    let clock = Arc::new(Timeline::start(n));
     let events = Arc::new(AtomicU64::new(0));
     let extra = Arc::new(AtomicU64::new(0));
     let client = Client::new(Config::new(url.parse().expect("--server URL"))).unwrap();
@@ -46,7 +46,7 @@ async fn main() {
                         .on_add(move |cm, _| {
                             ev.fetch_add(1, Ordering::Relaxed);
                             if cm.metadata.name == EXTRA {
-                                clock.saw_extra();
+                                clock.saw_extra(&cm.metadata.namespace);
                                 ex.fetch_add(1, Ordering::Relaxed);
                             }
                         })
@@ -92,15 +92,15 @@ async fn main() {
     assert_eq!(initial, (n * h * per_ns) as u64, "initial adds");
 
     let want = (n * h) as u64;
-    let post_start_s = clock.now_s();
+    let fan_out_start = clock.now_s();
     let poster = scale_probe::post_extra_in_background(&url, n);
     while extra.load(Ordering::Relaxed) < want {
-        if clock.now_s() - post_start_s > 600.0 {
+        if clock.now_s() - fan_out_start > 600.0 {
             panic!("fan-out: {} of {want}", extra.load(Ordering::Relaxed));
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let post_end_s = clock.at_s(poster.join().unwrap());
+    let posted = poster.join().unwrap();
     let end = scale_probe::snap();
     let report = Report {
         client: "informer",
@@ -108,9 +108,11 @@ async fn main() {
         handlers: h,
         setup_s,
         sync_s,
-        post_start_s,
-        post_end_s,
-        last_seen_s: clock.last_extra_s(),
+        post_start_s: clock.at_s(posted.sent[0]),
+        last_post_s: clock.at_s(*posted.sent.last().unwrap()),
+        post_end_s: clock.at_s(posted.done),
+        last_seen_s: clock.last_seen_s(),
+        worst_lag_s: clock.worst_lag_s(&posted.sent),
         objects: informers.iter().map(|(i, _)| i.store().len()).sum(),
         events: events.load(Ordering::Relaxed),
         errors: 0,

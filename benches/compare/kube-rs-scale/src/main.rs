@@ -27,7 +27,7 @@ async fn main() {
         .unwrap_or(PER_NS);
     let base = scale_probe::snap();
 
-    let clock = Arc::new(Timeline::start());
+    let clock = Arc::new(Timeline::start(n));
     let events = Arc::new(AtomicU64::new(0));
     let synced = Arc::new(AtomicU64::new(0));
     let extra = Arc::new(AtomicU64::new(0));
@@ -66,7 +66,7 @@ async fn main() {
                     Ok(watcher::Event::Apply(o)) => {
                         ev.fetch_add(1, Ordering::Relaxed);
                         if o.name_any() == EXTRA {
-                            clock.saw_extra();
+                            clock.saw_extra(&o.namespace().unwrap_or_default());
                             ex.fetch_add(1, Ordering::Relaxed);
                         }
                     }
@@ -96,15 +96,15 @@ async fn main() {
     let initial = events.load(Ordering::Relaxed);
     assert_eq!(initial, (n * per_ns) as u64, "initial objects");
 
-    let post_start_s = clock.now_s();
+    let fan_out_start = clock.now_s();
     let poster = scale_probe::post_extra_in_background(&url, n);
     while extra.load(Ordering::Relaxed) < n as u64 {
-        if clock.now_s() - post_start_s > 600.0 {
+        if clock.now_s() - fan_out_start > 600.0 {
             panic!("fan-out: {} of {n}", extra.load(Ordering::Relaxed));
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
-    let post_end_s = clock.at_s(poster.join().unwrap());
+    let posted = poster.join().unwrap();
     let end = scale_probe::snap();
     let report = Report {
         client: "kube-rs",
@@ -112,9 +112,11 @@ async fn main() {
         handlers: 1,
         setup_s,
         sync_s,
-        post_start_s,
-        post_end_s,
-        last_seen_s: clock.last_extra_s(),
+        post_start_s: clock.at_s(posted.sent[0]),
+        last_post_s: clock.at_s(*posted.sent.last().unwrap()),
+        post_end_s: clock.at_s(posted.done),
+        last_seen_s: clock.last_seen_s(),
+        worst_lag_s: clock.worst_lag_s(&posted.sent),
         objects: readers.iter().map(|r| r.state().len()).sum(),
         events: events.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),

@@ -8,8 +8,9 @@
 //!   seeding and the per-namespace update go through plain HTTP and not through either client under
 //!   test;
 //! - the timeline of one run ([`Timeline`]): every time is seconds since one `Instant` taken before
-//!   the client is built, and the handlers themselves record when they saw the update, so the lag
-//!   does not depend on how often the main task polls;
+//!   the client is built; the poster records when it sent each update and the handlers when they
+//!   saw it, so the lag depends neither on how often the main task polls nor on when the poster
+//!   thread gets the CPU to read a response;
 //! - the one JSON line each client prints ([`Report`]).
 //!
 //! Invariant: both clients call the same functions at the same points of a run (snapshot before the
@@ -147,18 +148,21 @@ impl Snap {
     }
 }
 
-/// The clock of one run: seconds since `t0`, and the latest time any handler saw [`EXTRA`].
+/// The clock of one run: seconds since `t0`, and when the handlers saw each namespace's [`EXTRA`].
+///
+/// Invariant: `seen_ns[i]` is the latest time (ns since `t0`) any handler saw namespace i's
+/// [`EXTRA`], or 0 while none has.
 pub struct Timeline {
     t0: Instant,
-    last_extra_ns: AtomicU64,
+    seen_ns: Vec<AtomicU64>,
 }
 
 impl Timeline {
-    /// Starts the clock.
-    pub fn start() -> Timeline {
+    /// Starts the clock for N namespaces.
+    pub fn start(n: usize) -> Timeline {
         Timeline {
             t0: Instant::now(),
-            last_extra_ns: AtomicU64::new(0),
+            seen_ns: (0..n).map(|_| AtomicU64::new(0)).collect(),
         }
     }
 
@@ -172,15 +176,28 @@ impl Timeline {
         t.duration_since(self.t0).as_secs_f64()
     }
 
-    /// Called by a handler when it sees [`EXTRA`]: keeps the latest such time.
-    pub fn saw_extra(&self) {
+    /// Called by a handler when it sees [`EXTRA`] in `namespace`: keeps the latest such time.
+    pub fn saw_extra(&self, namespace: &str) {
         let ns = self.t0.elapsed().as_nanos() as u64;
-        self.last_extra_ns.fetch_max(ns, Ordering::Relaxed);
+        if let Some(slot) = ns_index(namespace).and_then(|i| self.seen_ns.get(i)) {
+            slot.fetch_max(ns, Ordering::Relaxed);
+        }
     }
 
-    /// Seconds from the start to the last [`Timeline::saw_extra`].
-    pub fn last_extra_s(&self) -> f64 {
-        self.last_extra_ns.load(Ordering::Relaxed) as f64 / 1e9
+    /// Seconds from the start to the last [`Timeline::saw_extra`] of any namespace.
+    pub fn last_seen_s(&self) -> f64 {
+        let max = self.seen_ns.iter().map(|s| s.load(Ordering::Relaxed));
+        max.max().unwrap_or(0) as f64 / 1e9
+    }
+
+    /// The longest time, in seconds, from sending namespace i's update (`sent[i]`) to the last
+    /// handler that saw it.
+    pub fn worst_lag_s(&self, sent: &[Instant]) -> f64 {
+        let lags = sent
+            .iter()
+            .zip(&self.seen_ns)
+            .map(|(t, seen)| seen.load(Ordering::Relaxed) as f64 / 1e9 - self.at_s(*t));
+        lags.fold(0.0, f64::max)
     }
 }
 
@@ -210,11 +227,14 @@ pub struct Report<'a> {
     pub setup_s: f64,
     /// Every handler (stream) synced.
     pub sync_s: f64,
-    /// The poster started, and got its last response.
+    /// The poster sent its first update, sent its last one, and got the last response.
     pub post_start_s: f64,
+    pub last_post_s: f64,
     pub post_end_s: f64,
     /// The last handler saw its namespace's update.
     pub last_seen_s: f64,
+    /// The longest any one update took to reach the last of its namespace's handlers.
+    pub worst_lag_s: f64,
     /// Objects in the stores at the end.
     pub objects: usize,
     /// Handler callbacks (stream events) counted in total.
@@ -229,19 +249,22 @@ pub struct Report<'a> {
 }
 
 impl Report<'_> {
-    /// The report as one JSON line; `lag_ms` is `last_seen_s - post_end_s` in milliseconds.
+    /// The report as one JSON line; `lag_ms` is `last_seen_s - last_post_s`, `worst_lag_ms`
+    /// `worst_lag_s`, in milliseconds.
     pub fn json(&self) -> String {
         format!(
-            r#"{{"client":"{}","n":{},"handlers":{},"setup_s":{:.4},"sync_s":{:.4},"post_start_s":{:.4},"post_end_s":{:.4},"last_seen_s":{:.4},"lag_ms":{:.3},"objects":{},"events":{},"errors":{},"sync_pct":{},"base":{},"at_sync":{},"end":{}}}"#,
+            r#"{{"client":"{}","n":{},"handlers":{},"setup_s":{:.4},"sync_s":{:.4},"post_start_s":{:.4},"last_post_s":{:.4},"post_end_s":{:.4},"last_seen_s":{:.4},"lag_ms":{:.3},"worst_lag_ms":{:.3},"objects":{},"events":{},"errors":{},"sync_pct":{},"base":{},"at_sync":{},"end":{}}}"#,
             self.client,
             self.n,
             self.handlers,
             self.setup_s,
             self.sync_s,
             self.post_start_s,
+            self.last_post_s,
             self.post_end_s,
             self.last_seen_s,
-            (self.last_seen_s - self.post_end_s) * 1000.0,
+            (self.last_seen_s - self.last_post_s) * 1000.0,
+            self.worst_lag_s * 1000.0,
             self.objects,
             self.events,
             self.errors,
@@ -342,6 +365,11 @@ pub fn ns_name(i: usize) -> String {
     format!("ns-{i:05}")
 }
 
+/// i from the name of the i-th namespace.
+pub fn ns_index(name: &str) -> Option<usize> {
+    name.strip_prefix("ns-")?.parse().ok()
+}
+
 /// A ConfigMap of about 200 bytes.
 pub fn configmap_body(name: &str, ns: &str) -> String {
     format!(
@@ -368,25 +396,40 @@ pub fn seed(url: &str, n: usize, per_ns: usize) {
     }
 }
 
-/// Creates ConfigMap [`EXTRA`] in each of the N namespaces, on one connection closed at the end.
-pub fn create_extra(url: &str, n: usize) {
+/// Creates ConfigMap [`EXTRA`] in each of the N namespaces, in order, on one connection closed at
+/// the end. Returns when each request began to be sent.
+pub fn create_extra(url: &str, n: usize) -> Vec<Instant> {
     let mut raw = Raw::connect(url);
+    let mut sent = Vec::with_capacity(n);
     for i in 0..n {
         let ns = ns_name(i);
-        raw.post(
-            &format!("/api/v1/namespaces/{ns}/configmaps"),
-            &configmap_body(EXTRA, &ns),
+        let (path, body) = (
+            format!("/api/v1/namespaces/{ns}/configmaps"),
+            configmap_body(EXTRA, &ns),
         );
+        sent.push(Instant::now());
+        raw.post(&path, &body);
     }
+    sent
+}
+
+/// What [`post_extra_in_background`] reports: when each update began to be sent, and when the last
+/// response had been read.
+pub struct Posted {
+    pub sent: Vec<Instant>,
+    pub done: Instant,
 }
 
 /// Starts [`create_extra`] on a thread of its own (so it shares nothing with the client under
-/// test); joining it gives the time of the last response.
-pub fn post_extra_in_background(url: &str, n: usize) -> std::thread::JoinHandle<Instant> {
+/// test).
+pub fn post_extra_in_background(url: &str, n: usize) -> std::thread::JoinHandle<Posted> {
     let url = url.to_string();
     std::thread::spawn(move || {
-        create_extra(&url, n);
-        Instant::now()
+        let sent = create_extra(&url, n);
+        Posted {
+            sent,
+            done: Instant::now(),
+        }
     })
 }
 
