@@ -112,7 +112,7 @@ async fn main() {
         last_post_s: clock.at_s(*posted.sent.last().unwrap()),
         post_end_s: clock.at_s(posted.done),
         last_seen_s: clock.last_seen_s(),
-        worst_lag_s: clock.worst_lag_s(&posted.sent),
+        worst_lag: clock.worst_lag_s(&posted.sent),
         objects: informers.iter().map(|(i, _)| i.store().len()).sum(),
         events: events.load(Ordering::Relaxed),
         errors: 0,

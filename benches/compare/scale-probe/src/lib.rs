@@ -191,13 +191,14 @@ impl Timeline {
     }
 
     /// The longest time, in seconds, from sending namespace i's update (`sent[i]`) to the last
-    /// handler that saw it.
-    pub fn worst_lag_s(&self, sent: &[Instant]) -> f64 {
+    /// handler that saw it, and that i.
+    pub fn worst_lag_s(&self, sent: &[Instant]) -> (f64, usize) {
         let lags = sent
             .iter()
             .zip(&self.seen_ns)
             .map(|(t, seen)| seen.load(Ordering::Relaxed) as f64 / 1e9 - self.at_s(*t));
-        lags.fold(0.0, f64::max)
+        let worst = |w: (f64, usize), (i, lag): (usize, f64)| if lag > w.0 { (lag, i) } else { w };
+        lags.enumerate().fold((0.0, 0), worst)
     }
 }
 
@@ -233,8 +234,9 @@ pub struct Report<'a> {
     pub post_end_s: f64,
     /// The last handler saw its namespace's update.
     pub last_seen_s: f64,
-    /// The longest any one update took to reach the last of its namespace's handlers.
-    pub worst_lag_s: f64,
+    /// The longest any one update took to reach the last of its namespace's handlers, and which
+    /// namespace's update that was.
+    pub worst_lag: (f64, usize),
     /// Objects in the stores at the end.
     pub objects: usize,
     /// Handler callbacks (stream events) counted in total.
@@ -250,10 +252,10 @@ pub struct Report<'a> {
 
 impl Report<'_> {
     /// The report as one JSON line; `lag_ms` is `last_seen_s - last_post_s`, `worst_lag_ms`
-    /// `worst_lag_s`, in milliseconds.
+    /// `worst_lag.0`, in milliseconds.
     pub fn json(&self) -> String {
         format!(
-            r#"{{"client":"{}","n":{},"handlers":{},"setup_s":{:.4},"sync_s":{:.4},"post_start_s":{:.4},"last_post_s":{:.4},"post_end_s":{:.4},"last_seen_s":{:.4},"lag_ms":{:.3},"worst_lag_ms":{:.3},"objects":{},"events":{},"errors":{},"sync_pct":{},"base":{},"at_sync":{},"end":{}}}"#,
+            r#"{{"client":"{}","n":{},"handlers":{},"setup_s":{:.4},"sync_s":{:.4},"post_start_s":{:.4},"last_post_s":{:.4},"post_end_s":{:.4},"last_seen_s":{:.4},"lag_ms":{:.3},"worst_lag_ms":{:.3},"worst_lag_ns_index":{},"objects":{},"events":{},"errors":{},"sync_pct":{},"base":{},"at_sync":{},"end":{}}}"#,
             self.client,
             self.n,
             self.handlers,
@@ -264,7 +266,8 @@ impl Report<'_> {
             self.post_end_s,
             self.last_seen_s,
             (self.last_seen_s - self.last_post_s) * 1000.0,
-            self.worst_lag_s * 1000.0,
+            self.worst_lag.0 * 1000.0,
+            self.worst_lag.1,
             self.objects,
             self.events,
             self.errors,
