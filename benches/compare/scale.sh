@@ -56,7 +56,10 @@ run1() { # CLIENT N H: a fresh simulator, seeded, then one client run; its JSON 
   local url=""
   for _ in $(seq 100); do url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$work/sim.log"); [ -n "$url" ] && break; sleep 0.1; done
   [ -n "$url" ] || { echo "scale.sh: the simulator did not start: $(tail -2 "$work/sim.log")" >&2; exit 1; }
-  "$bin/scale-seed" --server "$url" --n "$2" 2>/dev/null
+  if ! "$bin/scale-seed" --server "$url" --n "$2" 2>"$work/err"; then
+    echo "scale.sh: seeding for $1 n=$2 h=$3 failed, run skipped: $(tail -2 "$work/err")" >&2
+    kill $spid 2>/dev/null; wait $spid 2>/dev/null || true; spid=""; return
+  fi
   sleep 1 # let the seeding's connection close and the machine settle
   local cmd=("$bin/kube-rs-scale" --server "$url" --n "$2")
   [ "$1" = informer ] && cmd=("$bin/informer-scale" --server "$url" --n "$2" --handlers "$3")
