@@ -43,7 +43,7 @@ export CARGO_TARGET_DIR="${user_target:-$here/target}"
 bin="$CARGO_TARGET_DIR/release"
 
 work=$(mktemp -d); spid=""
-trap '[ -n "$spid" ] && kill $spid 2>/dev/null; rm -rf "$work"' EXIT
+trap '[ -z "$spid" ] || stop_sim; rm -rf "$work"' EXIT
 pre=()
 if [ -n "$backlog" ]; then
   cc -O2 -shared -fPIC -o "$work/backlog.so" "$here/scale-probe/backlog.c" -ldl
@@ -51,6 +51,13 @@ if [ -n "$backlog" ]; then
 fi
 touch "$work/res"
 
+stop_sim() { # Ctrl-C, on which the simulator removes the kubeconfig it wrote (SIGTERM would not)
+  kill -INT $spid 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 $spid 2>/dev/null || break; sleep 0.1; done
+  kill $spid 2>/dev/null || true; wait $spid 2>/dev/null || true; spid=""
+  local kc; kc=$(sed -n 's/^kubeconfig \(.*\)/\1/p' "$work/sim.log")
+  [ -z "$kc" ] || rm -f "$kc"
+}
 run1() { # CLIENT N H: a fresh simulator, seeded, then one client run; its JSON line goes to res
   "${pre[@]}" "$kwatch" sim >"$work/sim.log" 2>&1 & spid=$!
   local url=""
@@ -58,7 +65,7 @@ run1() { # CLIENT N H: a fresh simulator, seeded, then one client run; its JSON 
   [ -n "$url" ] || { echo "scale.sh: the simulator did not start: $(tail -2 "$work/sim.log")" >&2; exit 1; }
   if ! "$bin/scale-seed" --server "$url" --n "$2" 2>"$work/err"; then
     echo "scale.sh: seeding for $1 n=$2 h=$3 failed, run skipped: $(tail -2 "$work/err")" >&2
-    kill $spid 2>/dev/null; wait $spid 2>/dev/null || true; spid=""; return
+    stop_sim; return
   fi
   sleep 1 # let the seeding's connection close and the machine settle
   local cmd=("$bin/kube-rs-scale" --server "$url" --n "$2")
@@ -69,7 +76,7 @@ run1() { # CLIENT N H: a fresh simulator, seeded, then one client run; its JSON 
   else
     echo "scale.sh: $1 n=$2 h=$3 failed: $(tail -2 "$work/err")" >&2
   fi
-  kill $spid 2>/dev/null; wait $spid 2>/dev/null || true; spid=""
+  stop_sim
 }
 for _ in $(seq "$rounds"); do
   for n in $ns; do
