@@ -52,7 +52,7 @@ fi
 touch "$work/res"
 
 stop_sim() { # Ctrl-C, on which the simulator removes the kubeconfig it wrote (SIGTERM would not)
-  kill -INT $spid 2>/dev/null || true
+  kill -INT $spid 2>/dev/null || echo "scale.sh: the simulator had already exited: $(tail -2 "$work/sim.log")" >&2
   for _ in $(seq 50); do kill -0 $spid 2>/dev/null || break; sleep 0.1; done
   kill $spid 2>/dev/null || true; wait $spid 2>/dev/null || true; spid=""
   local kc; kc=$(sed -n 's/^kubeconfig \(.*\)/\1/p' "$work/sim.log")
