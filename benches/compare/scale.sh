@@ -59,7 +59,10 @@ stop_sim() { # Ctrl-C, on which the simulator removes the kubeconfig it wrote (S
   [ -z "$kc" ] || rm -f "$kc"
 }
 run1() { # CLIENT N H: a fresh simulator, seeded, then one client run; its JSON line goes to res
-  "${pre[@]}" "$kwatch" sim >"$work/sim.log" 2>&1 & spid=$!
+  # Emptied here, not by the background job's redirection: that may run after the first look
+  # below, which would then read the previous simulator's URL.
+  : >"$work/sim.log"
+  "${pre[@]}" "$kwatch" sim >>"$work/sim.log" 2>&1 & spid=$!
   local url=""
   for _ in $(seq 100); do url=$(sed -n 's/^listening on \(http[^ ]*\).*/\1/p' "$work/sim.log"); [ -n "$url" ] && break; sleep 0.1; done
   [ -n "$url" ] || { echo "scale.sh: the simulator did not start: $(tail -2 "$work/sim.log")" >&2; exit 1; }
