@@ -388,13 +388,16 @@ impl<T: Object + Clone> Reflector<T> {
                     && !self.streaming_unsupported
                     && !self.list_fallback_once
                 {
-                    self.streaming_list().await
+                    // Boxed, like `list` and `open_watch`: a reflector spends its life watching,
+                    // and its task then holds only the watching state's locals, not the largest
+                    // of every state's (11.4 KB per reflector before, in a debug build).
+                    Box::pin(self.streaming_list()).await
                 } else {
                     self.list_fallback_once = false;
-                    self.list().await
+                    Box::pin(self.list()).await
                 }
             }
-            State::Watch => self.open_watch().await,
+            State::Watch => Box::pin(self.open_watch()).await,
             State::Watching {
                 mut stream,
                 opened,
