@@ -30,7 +30,7 @@ struct Requirement {
 /// A parsed label selector; the empty selector matches everything.
 ///
 /// ```
-/// use informer::sim::JsonLabelSelector;
+/// use informer_sim::JsonLabelSelector;
 /// let s = JsonLabelSelector::parse("app in (web,api),tier!=db,!legacy").unwrap();
 /// assert!(s.matches(&serde_json::json!({"metadata":{"labels":{"app":"web","tier":"fe"}}})));
 /// assert!(!s.matches(&serde_json::json!({"metadata":{"labels":{"app":"web","legacy":""}}})));
@@ -213,7 +213,7 @@ impl JsonLabelSelector {
 /// A parsed field selector over `metadata.name` / `metadata.namespace`.
 ///
 /// ```
-/// use informer::sim::FieldSelector;
+/// use informer_sim::FieldSelector;
 /// let s = FieldSelector::parse("metadata.name=web,metadata.namespace!=kube-system").unwrap();
 /// assert!(s.matches(&serde_json::json!({"metadata":{"name":"web","namespace":"default"}})));
 /// assert!(FieldSelector::parse("spec.nodeName=n1").is_err());

@@ -275,7 +275,7 @@ fn key(ns: Option<&str>, name: &str) -> String {
 
 /// RFC 3339 UTC, second precision (`2026-11-30T01:02:59Z`), from the system clock.
 pub(crate) fn now_rfc3339() -> String {
-    crate::model::time::format_rfc3339(SystemTime::now())
+    informer::model::time::format_rfc3339(SystemTime::now())
 }
 
 fn uuid(rng: &mut crate::rng::Rng) -> String {
