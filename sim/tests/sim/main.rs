@@ -5,8 +5,8 @@
 //! `cargo test --release --test sim throughput -- --ignored --nocapture`.
 
 /// The one helper of the library's shared test support these tests use (the rest of
-/// `tests/support` needs the library's own dev-dependencies), at the path the tests name it by.
-#[allow(dead_code)] // not every function is used here
+/// `tests/support` needs the library's own dev-dependencies), at the path the tests name it by;
+/// its own `#![allow(dead_code)]` covers what is unused here.
 #[path = "../../../tests/support/raw_client.rs"]
 mod raw_client;
 mod support {
