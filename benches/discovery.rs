@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use criterion::{Criterion, criterion_group};
 use informer::discovery::{DiscoveryOptions, ServiceDiscovery, ServiceState};
 use informer::reflector::ReflectorOptions;
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
 use informer::{Client, Config};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 use serde_json::json;
 
 const NS: &str = "default";

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
 use informer::workqueue::{Action, InformerController};
 use informer::{Client, Config, EndpointSlice, InformerFactory, Service, Store};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 
 /// The slice index: `namespace/service` from the `kubernetes.io/service-name` label.
 const BY_SERVICE: &str = "by-service";

@@ -9,7 +9,7 @@ mod convergence;
 
 use std::time::{Duration, Instant};
 
-use informer::sim::Simulator;
+use informer_sim::Simulator;
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();

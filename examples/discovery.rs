@@ -7,9 +7,9 @@
 use std::time::Duration;
 
 use informer::discovery::{DiscoveryOptions, ServiceDiscovery, ServiceState};
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
 use informer::{Client, Config};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 
 const NS: &str = "default";
 const RUN_FOR: Duration = Duration::from_secs(4);

@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::sim::Simulator;
 use informer::{Api, Client, Config, Informer, Pod};
+use informer_sim::Simulator;
 
 /// Counts live heap bytes and the peak since the last reset.
 struct Counting;

@@ -22,7 +22,10 @@
 //!   snapshots, subscriptions).
 //! * [`workqueue`]: the rate-limited work queue, the worker loop, and controllers fed by informers.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
-//! * `sim` (feature `sim`, on by default): an embedded apiserver simulator for tests and demos.
+//!
+//! The embedded apiserver simulator for tests and demos is the crate `informer-sim` (lib
+//! `informer_sim`), a dev-dependency for your tests; the `kwatch` tool is the crate `kwatch`. Both
+//! live in this repository's workspace.
 
 #![warn(missing_docs)]
 
@@ -39,8 +42,6 @@ pub mod model;
 mod private_file;
 pub mod reflector;
 mod rng;
-#[cfg(feature = "sim")]
-pub mod sim;
 pub mod store;
 mod thread_pool;
 pub mod watch;

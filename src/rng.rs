@@ -1,7 +1,7 @@
-//! A small seedable pseudo-random generator (SplitMix64) for backoff jitter, watch timeouts and the
-//! simulator's choices. Not for anything secret. The same seed gives the same sequence on every
-//! platform, so seeded simulator runs are reproducible; [`Rng::new`] seeds from the standard
-//! library's per-process random hash keys.
+//! A small seedable pseudo-random generator (SplitMix64) for backoff jitter and watch timeouts. Not
+//! for anything secret. The same seed gives the same sequence on every platform; [`Rng::new`] seeds
+//! from the standard library's per-process random hash keys. (The simulator, `informer-sim`, keeps
+//! its own copy with the ranges it draws from.)
 
 use std::hash::{BuildHasher, Hasher};
 
@@ -29,42 +29,6 @@ impl Rng {
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
-    }
-
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // used by the simulator
-    pub(crate) fn u128(&mut self) -> u128 {
-        (u128::from(self.u64()) << 64) | u128::from(self.u64())
-    }
-
-    /// Uniform in `0..n` (Lemire's multiply-and-reject, no modulo bias). Panics when `n` is 0, an
-    /// empty range.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // used by the simulator
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        assert!(n > 0, "Rng::below(0): empty range");
-        let mut m = u128::from(self.u64()) * u128::from(n);
-        if (m as u64) < n {
-            let threshold = n.wrapping_neg() % n;
-            while (m as u64) < threshold {
-                m = u128::from(self.u64()) * u128::from(n);
-            }
-        }
-        (m >> 64) as u64
-    }
-
-    /// Uniform in `0..n`, for indexing; panics when `n` is 0.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // used by the simulator
-    pub(crate) fn index(&mut self, n: usize) -> usize {
-        self.below(n as u64) as usize
-    }
-
-    /// Uniform in `lo..=hi` (the bounds in either order).
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))] // used by the simulator
-    pub(crate) fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        let (lo, hi) = (lo.min(hi), lo.max(hi));
-        match (hi - lo).checked_add(1) {
-            Some(span) => lo + self.below(span),
-            None => self.u64(),
-        }
     }
 
     /// Uniform in `[0, 1)`, 53 bits.
@@ -97,27 +61,11 @@ mod tests {
     }
 
     #[test]
-    fn ranges_stay_in_bounds_and_cover_them() {
+    fn floats_stay_in_the_unit_interval() {
         let mut r = Rng::with_seed(1);
-        let mut seen = [0u32; 6];
         for _ in 0..6000 {
-            seen[r.index(6)] += 1;
-            let b = r.between(3, 5);
-            assert!((3..=5).contains(&b), "{b}");
-            assert_eq!(r.between(9, 9), 9);
             let f = r.f64();
             assert!((0.0..1.0).contains(&f), "{f}");
         }
-        // Roughly uniform: each face near 1000 of 6000.
-        assert!(seen.iter().all(|&n| (850..1150).contains(&n)), "{seen:?}");
-        let b = r.between(5, 3);
-        assert!((3..=5).contains(&b), "{b}");
-        let _ = r.between(0, u64::MAX); // the full range: no overflow
-    }
-
-    #[test]
-    #[should_panic(expected = "empty range")]
-    fn below_zero_panics() {
-        Rng::with_seed(1).below(0);
     }
 }

@@ -59,7 +59,7 @@ struct Registered {
 ///
 /// ```
 /// use std::time::Duration;
-/// use informer::sim::Simulator;
+/// use informer_sim::Simulator;
 /// use informer::workqueue::{Action, InformerController};
 /// use informer::{Client, Config, ConfigMap, InformerFactory};
 ///

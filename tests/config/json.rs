@@ -4,8 +4,8 @@
 
 use crate::support::config::TempDir;
 use informer::config::{Auth, Kubeconfig, KubeconfigOptions};
-use informer::sim::Simulator;
 use informer::{Api, Client, Config, Error, ListParams, Pod};
+use informer_sim::Simulator;
 
 fn config_error(e: Error) -> String {
     match e {

@@ -4,8 +4,8 @@
 
 use crate::support::config::{TempDir, b64};
 use informer::config::{Kubeconfig, KubeconfigOptions};
-use informer::sim::Simulator;
 use informer::{Api, Client, Config, ListParams, Pod};
+use informer_sim::Simulator;
 
 async fn list_pods(config: Config) -> informer::Result<usize> {
     let pods: Api<Pod> = Api::all(Client::new(config)?);

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use informer::config::{Auth, Secret};
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::sim::Simulator;
 use informer::{Api, Client, Config, ConfigMap, Error, Informer};
+use informer_sim::Simulator;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::timeout;

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use informer::fifo::DeltaFifo;
 use informer::reflector::{Reflector, ReflectorOptions};
-use informer::sim::Simulator;
 use informer::store::Writer;
 use informer::{Api, Client, Config, ConfigMap, Error, ListParams, WatchParams};
+use informer_sim::Simulator;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;

@@ -11,12 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
 use informer::workqueue::{Action, InformerController, RunSummary};
 use informer::{
     Client, Config, ConfigMap, EndpointSlice, Informer, InformerFactory, Resource, Service, Store,
 };
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 use tokio::time::{sleep, timeout};

@@ -11,9 +11,9 @@ use informer::discovery::{
     DiscoveryOptions, EndpointSource, Freshness, ServiceDiscovery, ServiceState, Snapshot,
 };
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
 use informer::{Client, Config, InformerFactory};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 use serde_json::{Value, json};
 
 const NS: &str = "default";

@@ -9,8 +9,8 @@ use crate::support::convergence::{
     ForwardTo, Mirror, client, cm, eventually, options, scenario, server_state, store_state,
 };
 use informer::reflector::ReflectorOptions;
-use informer::sim::Simulator;
 use informer::{Api, ConfigMap, HandlerFns, Informer};
+use informer_sim::Simulator;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

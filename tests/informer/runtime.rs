@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::support::convergence::{client, cm, eventually, options, server_state, store_state};
 use informer::reflector::ReflectorOptions;
-use informer::sim::Simulator;
 use informer::{Api, Client, Config, ConfigMap, HandlerFns, Informer};
+use informer_sim::Simulator;
 
 /// Handlers of many informers built on one client run on the client's pool: at most
 /// `handler_threads` distinct threads, all of the pool, and each handler sees its own

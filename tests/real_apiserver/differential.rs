@@ -412,7 +412,7 @@ pub async fn serve_probes_on_real(client: &Client) {
 /// Makes the simulator serve [`probe_resource`] the way [`serve_probes_on_real`] leaves the real
 /// server: after some writes (the real one wrote its bootstrap objects), so the resource's watch
 /// cache starts at a version later than 1.
-pub fn serve_probes_on_sim(sim: &informer::sim::Simulator) {
+pub fn serve_probes_on_sim(sim: &informer_sim::Simulator) {
     sim.create(
         "configmaps",
         Some("default"),

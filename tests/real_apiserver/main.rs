@@ -5,7 +5,6 @@
 //! `REAL_APISERVER_URL` every test prints that line and passes. Each test works in a namespace of its
 //! own, so they run in parallel. Tests that disturb the whole server (etcd compaction, an apiserver
 //! restart) live in `tests/real_apiserver_disruptive.rs`, which cargo runs after this binary.
-#![cfg(feature = "sim")]
 
 mod differential;
 #[macro_use]
@@ -800,7 +799,7 @@ async fn endpoints_and_v1beta1_endpointslices_decode_and_inform() {
 async fn simulator_matches_the_real_server_for_a_scripted_sequence() {
     let real = real_or_skip!("simulator_matches_the_real_server_for_a_scripted_sequence");
     bounded(60, async {
-        let sim = informer::sim::Simulator::start().await.unwrap();
+        let sim = informer_sim::Simulator::start().await.unwrap();
         let sim_client = Client::new(informer::Config::new(sim.url().parse().unwrap())).unwrap();
         let on_real = differential::run_script(&real.client()).await;
         let on_sim = differential::run_script(&sim_client).await;
@@ -814,7 +813,7 @@ async fn simulator_matches_the_real_server_for_a_scripted_sequence() {
 async fn simulator_refuses_requests_like_the_real_server() {
     let real = real_or_skip!("simulator_refuses_requests_like_the_real_server");
     bounded(60, async {
-        let sim = informer::sim::Simulator::start().await.unwrap();
+        let sim = informer_sim::Simulator::start().await.unwrap();
         let sim_client = Client::new(informer::Config::new(sim.url().parse().unwrap())).unwrap();
         let real_client = real.client();
         differential::serve_probes_on_sim(&sim);

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::sim::Simulator;
 use informer::{Api, Client, Config, ConfigMap, DeletedObject, EventHandler, Informer, Object};
+use informer_sim::Simulator;
 use serde_json::json;
 
 /// Test timings: fast backoff, short watches, quick dead-watch detection.

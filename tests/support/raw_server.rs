@@ -2,16 +2,19 @@
 //! them byte for byte (or re-chunked), so the client is tested over real loopback HTTP.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// `fixtures/NAME` at the repository's root (found from any crate of the workspace).
 pub fn fixture(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("fixtures").is_dir())
+        .expect("a fixtures folder above the crate");
+    let path = root.join("fixtures").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 

@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use informer::sim::{Simulator, churn::{Churn, ChurnConfig}};
+//! use informer_sim::{Simulator, churn::{Churn, ChurnConfig}};
 //! let sim = Simulator::start().await?;
 //! let mut churn = Churn::new(sim.api(), ChurnConfig { services: 3, pods_per_service: 5, ..Default::default() })?;
 //! churn.step()?;                                                    // one deterministic action

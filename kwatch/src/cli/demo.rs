@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use informer::discovery::{DiscoveryMetrics, DiscoveryOptions, ServiceDiscovery, WatchScope};
 use informer::informer::{InformerFactory, InformerMetrics};
 use informer::reflector::{BackoffOptions, ReflectorOptions};
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
 use informer::{Client, Config, EndpointSlice, Informer, Object, Pod, Service};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 
 use super::args::DemoArgs;
 use super::instances;

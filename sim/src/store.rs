@@ -44,6 +44,12 @@ pub(crate) struct Obj {
 }
 
 impl Obj {
+    /// True if the object passes both selectors.
+    pub(crate) fn matches(&self, sel: &Selectors) -> bool {
+        sel.label.matches_labels(&self.labels)
+            && sel.field.matches_meta(&self.name, self.namespace())
+    }
+
     /// Serializes `value` once, as the frame of a `ty` event; the object's bytes are a slice of it.
     pub(crate) fn encode(
         ty: EventType,
@@ -275,7 +281,7 @@ fn key(ns: Option<&str>, name: &str) -> String {
 
 /// RFC 3339 UTC, second precision (`2026-11-30T01:02:59Z`), from the system clock.
 pub(crate) fn now_rfc3339() -> String {
-    crate::model::time::format_rfc3339(SystemTime::now())
+    informer::model::time::format_rfc3339(SystemTime::now())
 }
 
 fn uuid(rng: &mut crate::rng::Rng) -> String {
@@ -392,7 +398,7 @@ fn paginate<'a, V>(
     let limit = limit.unwrap_or(usize::MAX);
     for (k, v) in iter.by_ref() {
         let o = obj(v);
-        if sel.matches_obj(o) {
+        if o.matches(sel) {
             items.push(o.clone());
             if items.len() == limit {
                 last_key = Some(k);

@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::support::raw_client::{Conn, T};
-use informer::sim::Simulator;
-use informer::sim::churn::{Action, Churn, ChurnConfig};
+use informer_sim::Simulator;
+use informer_sim::churn::{Action, Churn, ChurnConfig};
 use serde_json::Value;
 use tokio::time::timeout;
 

@@ -114,7 +114,7 @@ pub(crate) struct FaultState {
 ///
 /// ```no_run
 /// # async fn f() {
-/// let sim = informer::sim::Simulator::start().await.unwrap();
+/// let sim = informer_sim::Simulator::start().await.unwrap();
 /// sim.faults().seed(42);
 /// sim.faults().chunk_bodies_random(1, 64);   // every body cut into 1..=64-byte chunks
 /// sim.faults().fail_next(2, 503);            // next two requests: 503 + Retry-After
@@ -212,7 +212,7 @@ impl Faults {
     ///
     /// ```no_run
     /// # async fn f() {
-    /// let sim = informer::sim::Simulator::start().await.unwrap();
+    /// let sim = informer_sim::Simulator::start().await.unwrap();
     /// sim.faults().forbid_reads(true); // GET /api/v1/pods -> 403 "pods is forbidden: ..."
     /// # }
     /// ```

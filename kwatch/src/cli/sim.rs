@@ -6,8 +6,8 @@
 
 use std::io::Write;
 
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 
 use super::args::SimArgs;
 use super::{CliError, CliResult};

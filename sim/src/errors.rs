@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 /// programmatic API of [`Simulator`](super::Simulator) returns as `Err`.
 ///
 /// ```
-/// use informer::sim::ApiError;
+/// use informer_sim::ApiError;
 /// let e = ApiError::not_found("endpoints", "nope");
 /// assert_eq!(e.code, 404);
 /// assert_eq!(e.reason, "NotFound");

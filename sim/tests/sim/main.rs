@@ -4,8 +4,14 @@
 //! The measured throughput runs are `#[ignore]`d:
 //! `cargo test --release --test sim throughput -- --ignored --nocapture`.
 
-#[path = "../support/mod.rs"]
-mod support;
+/// The one helper of the library's shared test support these tests use (the rest of
+/// `tests/support` needs the library's own dev-dependencies), at the path the tests name it by;
+/// its own `#![allow(dead_code)]` covers what is unused here.
+#[path = "../../../tests/support/raw_client.rs"]
+mod raw_client;
+mod support {
+    pub(crate) use super::raw_client;
+}
 
 mod churn;
 mod faults;

@@ -8,8 +8,8 @@ use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use informer::ApiResource;
-use informer::sim::Simulator;
-use informer::sim::churn::{Churn, ChurnConfig};
+use informer_sim::Simulator;
+use informer_sim::churn::{Churn, ChurnConfig};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::process::{Child, Command};

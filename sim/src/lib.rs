@@ -1,5 +1,8 @@
 //! An embedded kube-apiserver simulator: the server side of the list/watch protocol, over real
-//! HTTP on loopback, for tests and benchmarks (feature `sim`).
+//! HTTP on loopback, for tests, benchmarks and demos. A crate of the `informer` workspace, apart
+//! from the library so that the library's users build no server, TLS acceptor or certificate
+//! generator; the library's tests, examples and benches, `kwatch`, and your own tests (as a
+//! dev-dependency) use it.
 //!
 //! It follows the wire rules X1–X17 (docs/semantics.md) and the real 1.20 captures in
 //! `/work/shared/wire`: list shapes and continue tokens, resourceVersion semantics (one global
@@ -11,7 +14,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use informer::sim::Simulator;
+//! use informer_sim::Simulator;
 //! use serde_json::json;
 //! let sim = Simulator::start().await?;                 // http://127.0.0.1:PORT
 //! sim.create("pods", Some("default"), json!({"metadata": {"name": "web-1"}}))?;
@@ -65,7 +68,9 @@ mod body;
 pub mod churn;
 mod errors;
 mod faults;
+mod private_file;
 mod resources;
+mod rng;
 mod selector;
 mod server;
 mod store;
@@ -84,7 +89,7 @@ pub use errors::ApiError;
 pub use faults::Faults;
 pub use selector::{FieldSelector, JsonLabelSelector};
 
-use crate::model::ApiResource;
+use informer::model::ApiResource;
 use resources::ResourceInfo as Info;
 use server::{ServerConfig, Shared};
 use store::{HistoryLimits, Store};
@@ -95,7 +100,7 @@ use tls::TlsMaterial;
 /// ```no_run
 /// # async fn demo() -> std::io::Result<()> {
 /// use std::time::Duration;
-/// let sim = informer::sim::Simulator::builder()
+/// let sim = informer_sim::Simulator::builder()
 ///     .tls(true)
 ///     .token("secret")
 ///     .history_max_events(1000)
@@ -227,7 +232,7 @@ impl SimulatorBuilder {
 
     /// Binds and starts serving.
     pub async fn start(self) -> std::io::Result<Simulator> {
-        let listener = tokio::net::TcpListener::bind(self.addr).await?;
+        let listener = server::listen(self.addr)?;
         let addr = listener.local_addr()?;
         let tls = if self.tls {
             Some(Arc::new(TlsMaterial::generate()?))
@@ -284,7 +289,7 @@ impl SimulatorBuilder {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use informer::sim::Simulator;
+/// use informer_sim::Simulator;
 /// use serde_json::json;
 /// let sim = Simulator::start().await?;
 /// let pod = sim.create("pods", Some("default"), json!({"metadata": {"name": "a", "labels": {"app": "x"}}}))?;
@@ -344,7 +349,7 @@ impl Simulator {
     ///
     /// ```no_run
     /// # async fn demo() -> std::io::Result<()> {
-    /// let sim = informer::sim::Simulator::builder().tls(true).token("t").start().await?;
+    /// let sim = informer_sim::Simulator::builder().tls(true).token("t").start().await?;
     /// let json = sim.kubeconfig(); // or sim.write_kubeconfig(path): a private file
     /// // kubectl --kubeconfig /tmp/sim.kubeconfig get pods
     /// # Ok(()) }
@@ -379,7 +384,7 @@ impl Simulator {
     ///
     /// ```no_run
     /// # async fn demo() -> std::io::Result<()> {
-    /// let sim = informer::sim::Simulator::builder().token("t").start().await?;
+    /// let sim = informer_sim::Simulator::builder().token("t").start().await?;
     /// sim.write_kubeconfig(std::path::Path::new("/tmp/sim.kubeconfig"))?;
     /// # Ok(()) }
     /// ```
@@ -504,7 +509,7 @@ impl Simulator {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let sim = informer::sim::Simulator::start().await?;
+/// let sim = informer_sim::Simulator::start().await?;
 /// let api = sim.api();
 /// tokio::spawn(async move {
 ///     api.create("configmaps", Some("default"), serde_json::json!({"metadata": {"name": "c"}})).unwrap();

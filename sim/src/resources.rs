@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::model::ApiResource;
+use informer::model::ApiResource;
 
 /// A served resource: its [`ApiResource`] plus discovery extras and pre-serialized JSON prefixes.
 #[derive(Debug)]

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::support::raw_client::{Conn, T, ev, get_json, pod, send_json};
-use informer::sim::Simulator;
+use informer_sim::Simulator;
 use serde_json::{Value, json};
 use tokio::time::timeout;
 

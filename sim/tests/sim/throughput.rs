@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use informer::sim::Simulator;
+use informer_sim::Simulator;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -155,7 +155,7 @@ async fn fanout_delivers_every_event_to_every_watcher() {
 }
 
 fn churn_rate() {
-    use informer::sim::churn::{Churn, ChurnConfig};
+    use informer_sim::churn::{Churn, ChurnConfig};
     let rt = tokio::runtime::Handle::current();
     let sim = rt.block_on(Simulator::start()).unwrap();
     let t0 = Instant::now();

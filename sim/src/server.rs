@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use serde_json::Value;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 
 use super::body::SimBody;
@@ -32,6 +33,36 @@ use super::watch::{self as watchstream, WatchParams};
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The listen queue used when the kernel's limit cannot be read: current Linux's
+/// `net.core.somaxconn` default (since 5.4).
+const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
+
+/// The listen queue a Go apiserver gets: Go's `net.Listen` asks for the kernel's limit
+/// (`/proc/sys/net/core/somaxconn`, capped at 65535), not the 128 (`SOMAXCONN`, tokio's
+/// `TcpListener::bind`) that made 1,000 watches opening at once lose SYNs here: each lost SYN cost
+/// its client a whole 1 s retransmit, so a test measured the simulator, not the client.
+fn listen_backlog() -> u32 {
+    std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .filter(|&n| n > 0)
+        .map_or(DEFAULT_LISTEN_BACKLOG, |n| n.min(65535))
+}
+
+/// Binds `addr` with the apiserver's listen queue ([`listen_backlog`]) and `SO_REUSEADDR` (as
+/// `TcpListener::bind` does on Unix, so a restarted simulator can take its port back at once).
+pub(crate) fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    #[cfg(unix)]
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(listen_backlog())
+}
 
 /// Server settings fixed at start.
 pub(crate) struct ServerConfig {
@@ -808,6 +839,36 @@ fn form_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 1,000 clients connecting at once to a listener that accepts none of them: every connect
+    /// completes well inside the 1 s a dropped SYN would cost (the kernel finishes the handshake
+    /// for each connection the queue holds). With tokio's default queue of 128 most would wait
+    /// out a SYN retransmit. Skipped where the kernel's limit is below 1,000.
+    #[tokio::test]
+    async fn a_thousand_connects_at_once_fit_the_listen_queue() {
+        const CLIENTS: usize = 1000;
+        if (listen_backlog() as usize) < CLIENTS {
+            eprintln!("net.core.somaxconn < {CLIENTS}: skipped");
+            return;
+        }
+        let listener = listen(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let connects: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                tokio::spawn(tokio::time::timeout(
+                    Duration::from_millis(900),
+                    tokio::net::TcpStream::connect(addr),
+                ))
+            })
+            .collect();
+        let mut open = Vec::with_capacity(CLIENTS);
+        for connect in connects {
+            let stream = connect.await.unwrap().expect("a SYN was dropped").unwrap();
+            open.push(stream);
+        }
+        assert_eq!(open.len(), CLIENTS);
+        drop(listener);
+    }
 
     #[test]
     fn token_matches_real_format() {

@@ -9,8 +9,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::store::Obj;
-
 #[derive(Clone, Debug, PartialEq)]
 enum Op {
     Eq(String),
@@ -30,7 +28,7 @@ struct Requirement {
 /// A parsed label selector; the empty selector matches everything.
 ///
 /// ```
-/// use informer::sim::JsonLabelSelector;
+/// use informer_sim::JsonLabelSelector;
 /// let s = JsonLabelSelector::parse("app in (web,api),tier!=db,!legacy").unwrap();
 /// assert!(s.matches(&serde_json::json!({"metadata":{"labels":{"app":"web","tier":"fe"}}})));
 /// assert!(!s.matches(&serde_json::json!({"metadata":{"labels":{"app":"web","legacy":""}}})));
@@ -213,7 +211,7 @@ impl JsonLabelSelector {
 /// A parsed field selector over `metadata.name` / `metadata.namespace`.
 ///
 /// ```
-/// use informer::sim::FieldSelector;
+/// use informer_sim::FieldSelector;
 /// let s = FieldSelector::parse("metadata.name=web,metadata.namespace!=kube-system").unwrap();
 /// assert!(s.matches(&serde_json::json!({"metadata":{"name":"web","namespace":"default"}})));
 /// assert!(FieldSelector::parse("spec.nodeName=n1").is_err());
@@ -289,11 +287,6 @@ pub struct Selectors {
 }
 
 impl Selectors {
-    /// True if a stored object passes both selectors.
-    pub(crate) fn matches_obj(&self, o: &Obj) -> bool {
-        self.label.matches_labels(&o.labels) && self.field.matches_meta(&o.name, o.namespace())
-    }
-
     /// True when neither selector restricts anything.
     pub fn is_empty(&self) -> bool {
         self.label.is_empty() && self.field.is_empty()

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::raw_client::{Conn, T, ev, get_json, pod};
-use informer::sim::Simulator;
+use informer_sim::Simulator;
 use serde_json::json;
 use tokio::time::timeout;
 

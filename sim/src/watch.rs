@@ -70,11 +70,11 @@ fn convert(ev: &Event, info: &ResourceInfo, p: &WatchParams) -> Option<Bytes> {
     if p.sel.is_empty() {
         return Some(ev.frame.clone());
     }
-    let now = p.sel.matches_obj(&ev.obj);
+    let now = ev.obj.matches(&p.sel);
     match ev.ty {
         EventType::Added | EventType::Deleted => now.then(|| ev.frame.clone()),
         EventType::Modified => {
-            let before = ev.prev.as_ref().is_some_and(|o| p.sel.matches_obj(o));
+            let before = ev.prev.as_ref().is_some_and(|o| o.matches(&p.sel));
             match (before, now) {
                 (true, true) => Some(ev.frame.clone()),
                 (false, true) => Some(frame("ADDED", info, &ev.obj)),
@@ -197,7 +197,7 @@ async fn run(
     let mut buf = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     for o in &start.initial {
-        if p.sel.matches_obj(o) {
+        if o.matches(&p.sel) {
             write_frame("ADDED", &info, o, &mut buf);
             n += 1;
             if buf.len() >= BATCH || one_by_one {
