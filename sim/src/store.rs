@@ -947,11 +947,22 @@ impl Store {
             }
             WatchFrom::Current { initial } => {
                 let initial = if initial {
-                    g.objects[idx]
-                        .values()
-                        .filter(|e| in_ns(&e.obj))
-                        .map(|e| e.obj.clone())
-                        .collect()
+                    // Keys are `namespace/name`: a namespaced watch reads its namespace's range,
+                    // as a LIST does, not every object of the resource (1,000 namespaced watches
+                    // over 11,000 objects scanned 11 million entries under the store's lock).
+                    let objects = &g.objects[idx];
+                    match ns {
+                        Some(ns) => {
+                            let prefix = format!("{ns}/");
+                            objects
+                                .range::<String, _>((Bound::Included(&prefix), Bound::Unbounded))
+                                .take_while(|(k, _)| k.starts_with(&prefix))
+                                .filter(|(_, e)| in_ns(&e.obj))
+                                .map(|(_, e)| e.obj.clone())
+                                .collect()
+                        }
+                        None => objects.values().map(|e| e.obj.clone()).collect(),
+                    }
                 } else {
                     Vec::new()
                 };
