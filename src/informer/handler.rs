@@ -2,7 +2,8 @@
 //!
 //! Every handler has its own queue, drained on the client's handler pool by at most one thread at a
 //! time, so a handler sees its notifications one at a time and in order, and a slow or panicking
-//! handler delays only itself. The queue coalesces per key (informer-design §6): while a key waits, newer notifications
+//! handler delays only itself (one that blocks for good holds a pool thread, and the pool starts
+//! another when jobs wait behind it: `src/thread_pool.rs`). The queue coalesces per key (informer-design §6): while a key waits, newer notifications
 //! for it merge into the waiting one, so a handler that falls behind receives fewer, newer
 //! notifications, and its queue holds at most two per key (a delete and a re-create, or an initial
 //! add and what came after): its memory is O(keys), whatever the event rate.
@@ -214,6 +215,8 @@ pub(crate) struct Queue<T> {
     closed: bool,
     /// A job of this queue's slot is in the pool or running (see [`Slot`]).
     scheduled: bool,
+    /// The job is inside a call of the handler.
+    in_call: bool,
 }
 
 impl<T> Queue<T> {
@@ -226,6 +229,7 @@ impl<T> Queue<T> {
             coalesced: 0,
             closed: false,
             scheduled: false,
+            in_call: false,
         }
     }
 
@@ -479,8 +483,13 @@ impl<T: Object> Slot<T> {
             let mut notified = std::pin::pin!(notified);
             // Registered before the look: a `notify_waiters` after it is not missed.
             notified.as_mut().enable();
-            if !self.queue.lock().unwrap().scheduled {
-                return;
+            {
+                let q = self.queue.lock().unwrap();
+                // Closed and between calls is idle for good, even with its job still queued
+                // behind other handlers' (it will find nothing to deliver).
+                if !q.scheduled || (q.closed && !q.in_call) {
+                    return;
+                }
             }
             notified.await;
         }
@@ -521,7 +530,10 @@ impl<T: Object> Slot<T> {
             let notification = {
                 let mut q = self.queue.lock().unwrap();
                 match q.pop().filter(|_| !q.closed) {
-                    Some(n) => n,
+                    Some(n) => {
+                        q.in_call = true;
+                        n
+                    }
                     None => {
                         q.scheduled = false;
                         drop(q);
@@ -531,6 +543,14 @@ impl<T: Object> Slot<T> {
                 }
             };
             self.deliver(notification);
+            let closed = {
+                let mut q = self.queue.lock().unwrap();
+                q.in_call = false;
+                q.closed
+            };
+            if closed {
+                self.idle.notify_waiters();
+            }
         }
         self.submit();
     }

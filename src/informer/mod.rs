@@ -94,6 +94,9 @@ struct Shared<T: Object> {
     /// The runtime `start` ran on: resync timers of handlers added later start there.
     runtime: OnceLock<tokio::runtime::Handle>,
     tasks: Mutex<Tasks>,
+    /// Set by `stop` under the handlers' write lock: a handler registered after it is closed at
+    /// once, so nothing escapes what `stop` returns.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 /// The informer's tasks, once started; taken by `stop`.
@@ -183,6 +186,7 @@ impl<T: Object + Clone> Informer<T> {
                 pool,
                 runtime: OnceLock::new(),
                 tasks: Mutex::new(Tasks::default()),
+                stopped: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -236,17 +240,17 @@ impl<T: Object + Clone> Informer<T> {
             task.abort();
         }
         self.shared.fifo.close();
-        let slots: Vec<Arc<dyn Idle>> = self
-            .shared
-            .handlers
-            .read()
-            .unwrap()
+        let handlers = self.shared.handlers.write().unwrap();
+        // Relaxed: read and written under the handlers' lock, which orders it.
+        self.shared.stopped.store(true, Ordering::Relaxed);
+        let slots: Vec<Arc<dyn Idle>> = handlers
             .iter()
             .map(|slot| {
                 slot.close();
                 slot.clone() as Arc<dyn Idle>
             })
             .collect();
+        drop(handlers);
         Stopped {
             tasks: [tasks.reflector, tasks.processor]
                 .into_iter()
@@ -349,6 +353,11 @@ impl<T: Object + Clone> Informer<T> {
         );
         {
             let mut handlers = self.shared.handlers.write().unwrap();
+            // Relaxed: see `stop`.
+            if self.shared.stopped.load(Ordering::Relaxed) {
+                slot.close();
+                return HandlerId(id);
+            }
             // The processor is between two pops: the store is a consistent snapshot.
             slot.with_queue(|q| {
                 for obj in self.shared.store.list() {
@@ -519,7 +528,8 @@ fn start_resync_timer<T: Object>(
             let (Some(shared), Some(slot)) = (shared.upgrade(), weak_slot.upgrade()) else {
                 return;
             };
-            resync_into(&shared, &slot);
+            // O(store) under the handlers' write lock: off the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || resync_into(&shared, &slot)).await;
         }
     }));
 }

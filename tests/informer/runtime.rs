@@ -295,3 +295,43 @@ async fn wait_for_sync_is_woken_once_when_the_informer_syncs() {
     );
     inf.stop().await;
 }
+
+/// A handler that blocks for good holds one thread of the pool, not the pool: on a pool of one
+/// thread, the other informer's handler still hears of every object, and the other informer's
+/// `stop().await` does not wait for the blocked call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_blocked_for_good_holds_up_no_other_handler_even_on_a_pool_of_one() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "c1", 0))
+        .unwrap();
+    sim.create("configmaps", Some("b"), cm("b", "c1", 0))
+        .unwrap();
+    let mut config = Config::new(sim.url().parse().unwrap());
+    config.handler_threads = Some(1);
+    let client = Client::new(config).unwrap();
+    let stuck: Informer<ConfigMap> = Informer::new(Api::namespaced(client.clone(), "a"), options());
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let blocked = Mutex::new(blocked);
+    stuck.add_handler(HandlerFns::new().on_add(move |_: &Arc<ConfigMap>, _| {
+        let _ = blocked.lock().unwrap().recv();
+    }));
+    stuck.start();
+    let other: Informer<ConfigMap> = Informer::new(Api::namespaced(client, "b"), options());
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let id = other.add_handler(HandlerFns::new().on_add(move |_: &Arc<ConfigMap>, _| {
+        s.fetch_add(1, Ordering::SeqCst);
+    }));
+    other.start();
+    assert!(
+        other
+            .wait_for_handler_sync(id, Duration::from_secs(60))
+            .await
+    );
+    sim.create("configmaps", Some("b"), cm("b", "c2", 1))
+        .unwrap();
+    assert!(eventually(60, || seen.load(Ordering::SeqCst) == 2).await);
+    other.stop().await;
+    drop(release); // the stuck handler's call returns
+    stuck.stop().await;
+}
