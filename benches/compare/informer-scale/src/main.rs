@@ -34,7 +34,7 @@ async fn main() {
     for i in 0..n {
         let inf: Informer<ConfigMap> = Informer::new(
             Api::namespaced(client.clone(), &scale_probe::ns_name(i)),
-            informer::ReflectorOptions { streaming_list: std::env::var("SL").map_or(true, |v| v != "0"), ..Default::default() },
+            Default::default(),
         );
         let mut ids = Vec::with_capacity(h);
         for _ in 0..h {
