@@ -44,7 +44,7 @@ pub use params::{
 };
 pub use pool::{Http2ConnectionStats, PoolStats, ResponseBody};
 
-use crate::config::{Auth, Config, redact_userinfo};
+use crate::config::{Auth, Config, redact_url};
 use crate::error::{Error, Result, excerpt};
 use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
@@ -82,7 +82,7 @@ impl Client {
         if scheme != "http" && scheme != "https" {
             return Err(Error::Config(format!(
                 "cluster URL {} must start with https:// or http://",
-                redact_userinfo(&config.cluster_url)
+                redact_url(&config.cluster_url.to_string())
             )));
         }
         if scheme == "https" && config.tls.root_certs.is_empty() && !config.tls.accept_invalid_certs

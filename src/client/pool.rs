@@ -176,7 +176,7 @@ impl Pool {
         target: Uri,
         settings: PoolSettings,
     ) -> Result<Pool, String> {
-        let shown = crate::config::redact_userinfo(&target);
+        let shown = crate::config::redact_url(&target.to_string());
         let authority = target
             .authority()
             .ok_or_else(|| format!("cluster URL {shown} has no host"))?;

@@ -168,7 +168,7 @@ mod tests {
             assert!(!text.contains(secret), "{text}");
             assert!(!text.contains("alice"), "{text}");
         }
-        assert_eq!(proxy.to_string(), "http://***@127.0.0.1:3128/");
+        assert_eq!(proxy.to_string(), "http://[redacted]@127.0.0.1:3128/");
 
         // Whatever holds it prints it redacted: the configuration and the client built from it.
         let mut config = crate::Config::new("http://127.0.0.1:1".parse().unwrap());
@@ -176,7 +176,7 @@ mod tests {
         let client = crate::Client::new(config.clone()).unwrap();
         for text in [format!("{config:?}"), format!("{client:?}")] {
             assert!(!text.contains(secret), "{text}");
-            assert!(text.contains("***@127.0.0.1:3128"), "{text}");
+            assert!(text.contains("[redacted]@127.0.0.1:3128"), "{text}");
         }
     }
 }

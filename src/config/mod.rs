@@ -32,7 +32,7 @@ mod token_file;
 pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
 pub use incluster::{InClusterOptions, SERVICE_ACCOUNT_DIR};
 pub use kubeconfig::{Kubeconfig, KubeconfigOptions, kubeconfig_paths};
-pub use proxy_url::{ProxyUrl, redact_userinfo};
+pub use proxy_url::ProxyUrl;
 pub use token_file::{DEFAULT_TOKEN_REFRESH_INTERVAL, TokenFile};
 
 /// A secret string (a bearer token, a password). Its `Debug` and `Display` print `[redacted]`.
@@ -70,12 +70,18 @@ impl fmt::Display for Secret {
     }
 }
 
-/// `url` with any `user:password@` replaced by `[redacted]@`, for `Debug` output and messages.
+/// `url` with any userinfo (`user:password@`) replaced by `[redacted]@`: the one redaction of every
+/// URL the crate prints (a config's and a kubeconfig's `Debug`, [`ProxyUrl`]'s `Debug` and
+/// `Display`, error messages). The mask is [`Secret`]'s, so every hidden credential reads alike.
+/// Only the authority is looked at: an `@` in the path, query or fragment stays.
 ///
 /// ```
 /// use informer::config::redact_url;
 /// assert_eq!(redact_url("http://me:s3cret@proxy:3128/"), "http://[redacted]@proxy:3128/");
 /// assert_eq!(redact_url("https://k:6443"), "https://k:6443");
+/// assert_eq!(redact_url("http://u:p@h:1/x@y?z"), "http://[redacted]@h:1/x@y?z");
+/// let uri: hyper::Uri = "http://u:p@h:1/x".parse().unwrap();
+/// assert_eq!(redact_url(&uri.to_string()), "http://[redacted]@h:1/x");
 /// ```
 pub fn redact_url(url: &str) -> String {
     let (scheme, rest) = match url.find("://") {

@@ -8,13 +8,14 @@ use hyper::Uri;
 
 /// The URL of an HTTP proxy (kubeconfig `proxy-url`), e.g. `http://user:password@proxy:3128`.
 ///
-/// The userinfo (user and password) is a credential: `Debug` and `Display` print `***` in its
-/// place, so a proxy URL can go into logs and error messages.
+/// The userinfo (user and password) is a credential: `Debug` and `Display` print `[redacted]` in
+/// its place (through [`redact_url`](super::redact_url), like every URL the crate prints), so a
+/// proxy URL can go into logs and error messages.
 ///
 /// ```
 /// use informer::config::ProxyUrl;
 /// let proxy: ProxyUrl = "http://alice:s3cret@proxy.example:3128".parse().unwrap();
-/// assert_eq!(proxy.to_string(), "http://***@proxy.example:3128/");
+/// assert_eq!(proxy.to_string(), "http://[redacted]@proxy.example:3128/");
 /// assert!(!format!("{proxy:?}").contains("s3cret"));
 /// assert_eq!(proxy.uri().authority().unwrap().as_str(), "alice:s3cret@proxy.example:3128");
 /// ```
@@ -49,29 +50,12 @@ impl FromStr for ProxyUrl {
 
 impl fmt::Display for ProxyUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&redact_userinfo(&self.0))
+        f.write_str(&super::redact_url(&self.0.to_string()))
     }
 }
 
 impl fmt::Debug for ProxyUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "ProxyUrl({self})")
-    }
-}
-
-/// `uri` with its userinfo (`user:password@`), if any, replaced by `***@`.
-///
-/// ```
-/// let uri = "http://u:p@h:1/x?y".parse().unwrap();
-/// assert_eq!(informer::config::redact_userinfo(&uri), "http://***@h:1/x?y");
-/// ```
-pub fn redact_userinfo(uri: &Uri) -> String {
-    let text = uri.to_string();
-    let Some(authority) = uri.authority().map(|a| a.as_str()) else {
-        return text;
-    };
-    match authority.rsplit_once('@') {
-        Some((_, host)) => text.replacen(authority, &format!("***@{host}"), 1),
-        None => text,
     }
 }
