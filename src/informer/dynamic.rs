@@ -1,10 +1,16 @@
 //! Informers over any resource, as [`DynamicObject`]s stamped with their `apiVersion` and `kind`.
+//!
+//! The stamping is part of the one informer builder (`Informer::build`): every informer of
+//! `DynamicObject`s gets it, whether built with [`Informer::dynamic`], [`Informer::new`] over an
+//! `Api<DynamicObject>`, or by the [`InformerFactory`](super::InformerFactory).
 
+use std::any::Any;
 use std::sync::Arc;
 
 use super::Informer;
 use crate::client::{Api, Client};
-use crate::model::{ApiResource, DynamicObject};
+use crate::fifo::Transform;
+use crate::model::{ApiResource, DynamicObject, Object};
 use crate::reflector::ReflectorOptions;
 
 impl Informer<DynamicObject> {
@@ -12,7 +18,7 @@ impl Informer<DynamicObject> {
     /// [`Client::resolve_resource`](crate::Client::resolve_resource), or described by hand), in
     /// `namespace` (every namespace when `None` or when the resource is cluster-scoped). Its
     /// objects carry `apiVersion` and `kind` even though the apiserver leaves them out of list
-    /// items: an empty one is stamped from `resource`.
+    /// items: an empty one is stamped from `resource`. The options' selectors apply.
     ///
     /// ```no_run
     /// # async fn demo(client: informer::Client) -> informer::Result<()> {
@@ -33,25 +39,54 @@ impl Informer<DynamicObject> {
         namespace: Option<&str>,
         options: ReflectorOptions,
     ) -> Informer<DynamicObject> {
-        let api = match namespace {
-            Some(ns) if resource.namespaced => {
-                Api::<DynamicObject>::namespaced_with(client, ns, resource.clone())
-            }
-            _ => Api::<DynamicObject>::all_with(client, resource.clone()),
-        };
-        let (api_version, kind) = (resource.api_version(), resource.kind.to_string());
-        Informer::with_transform(
-            api,
-            options,
-            Arc::new(move |mut o: DynamicObject| {
-                if o.types.kind.is_empty() {
-                    o.types.kind.clone_from(&kind);
-                }
-                if o.types.api_version.is_empty() {
-                    o.types.api_version.clone_from(&api_version);
-                }
-                o
-            }),
-        )
+        Informer::new(api_for(client, resource.clone(), namespace), options)
     }
+}
+
+/// The `Api` over `resource` in `namespace`: every namespace when `None` or when the resource is
+/// cluster-scoped (a namespace means nothing to it).
+pub(super) fn api_for<T: Object>(
+    client: Client,
+    resource: ApiResource,
+    namespace: Option<&str>,
+) -> Api<T> {
+    match namespace {
+        Some(ns) if resource.namespaced => Api::namespaced_with(client, ns, resource),
+        _ => Api::all_with(client, resource),
+    }
+}
+
+/// `transform` as the informer applies it: for `DynamicObject`s, an empty `apiVersion` or `kind`
+/// stamped from `resource` first, then `transform` (which therefore sees them); for any other
+/// type, `transform` unchanged.
+pub(super) fn with_stamping<T: Object>(
+    resource: &ApiResource,
+    mut transform: Option<Transform<T>>,
+) -> Option<Transform<T>> {
+    if let Some(dynamic) =
+        (&mut transform as &mut dyn Any).downcast_mut::<Option<Transform<DynamicObject>>>()
+    {
+        *dynamic = Some(stamp(resource, dynamic.take()));
+    }
+    transform
+}
+
+/// Stamps an empty `apiVersion` and `kind` from `resource`, then applies `then`, if any.
+fn stamp(
+    resource: &ApiResource,
+    then: Option<Transform<DynamicObject>>,
+) -> Transform<DynamicObject> {
+    let (api_version, kind) = (resource.api_version(), resource.kind.to_string());
+    Arc::new(move |mut o: DynamicObject| {
+        if o.types.kind.is_empty() {
+            o.types.kind.clone_from(&kind);
+        }
+        if o.types.api_version.is_empty() {
+            o.types.api_version.clone_from(&api_version);
+        }
+        match &then {
+            Some(f) => f(o),
+            None => o,
+        }
+    })
 }

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
-pub use factory::InformerFactory;
+pub use factory::{InformerFactory, InformerRequest};
 pub use handler::{EventHandler, HandlerFns, HandlerMetrics};
 use handler::{Notification, Slot};
 
@@ -120,8 +120,9 @@ impl<T: Object> Clone for Informer<T> {
 }
 
 impl<T: Object + Clone> Informer<T> {
-    /// An informer over `api` (a resource in a namespace, or all). Nothing happens until
-    /// [`start`](Self::start).
+    /// An informer over `api` (a resource in a namespace, or all), with the options' selectors.
+    /// Nothing happens until [`start`](Self::start). Over an `Api<DynamicObject>` its objects are
+    /// stamped with `apiVersion` and `kind`, as with [`dynamic`](Self::dynamic).
     pub fn new(api: Api<T>, options: ReflectorOptions) -> Informer<T> {
         Self::build(api, options, None)
     }
@@ -147,6 +148,10 @@ impl<T: Object + Clone> Informer<T> {
         Self::build(api, options, Some(transform))
     }
 
+    /// The one way an informer is built ([`new`](Self::new), [`with_transform`](Self::with_transform),
+    /// [`dynamic`](Self::dynamic) and the [`InformerFactory`] all come here): the options'
+    /// selectors go to the reflector, `transform` is applied to every object before it is stored,
+    /// and `DynamicObject`s are stamped with their `apiVersion` and `kind` before `transform`.
     fn build(
         api: Api<T>,
         options: ReflectorOptions,
@@ -166,6 +171,7 @@ impl<T: Object + Clone> Informer<T> {
             }));
         }
         let pool = api.client().handler_pool().clone();
+        let transform = dynamic::with_stamping(api.resource(), transform);
         let (fifo, consumer) = DeltaFifo::new(store.clone());
         let mut reflector = Reflector::new(api, fifo.clone(), options);
         if let Some(t) = transform {
