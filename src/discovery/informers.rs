@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use tokio::sync::Notify;
 
 use super::{DiscoveryOptions, EndpointSource, SERVICE_INDEX, SERVICE_NAME_LABEL};
-use crate::informer::{HandlerFns, HandlerId, Informer, InformerFactory};
+use crate::informer::{HandlerFns, HandlerId, Informer, InformerFactory, InformerRequest};
 use crate::model::{
     EndpointSlice, Endpoints, Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service,
 };
@@ -86,8 +86,7 @@ impl Watch {
         runtime: &tokio::runtime::Handle,
     ) -> Arc<Watch> {
         let slices = (o.source == EndpointSource::EndpointSlices).then(|| {
-            let inf: Informer<EndpointSlice> =
-                factory.informer_with(EndpointSlice::api_resource(), ns, None, None);
+            let inf: Informer<EndpointSlice> = factory.informer(ns);
             // Already there when the factory is shared with another ServiceDiscovery: same function.
             let _ = inf.store().add_index(
                 SERVICE_INDEX,
@@ -101,13 +100,13 @@ impl Watch {
             );
             inf
         });
-        let endpoints = (o.source == EndpointSource::Endpoints)
-            .then(|| factory.informer_with(Endpoints::api_resource(), ns, None, None));
-        let services = o
-            .watch_services
-            .then(|| factory.informer_with(Service::api_resource(), ns, None, None));
+        let endpoints =
+            (o.source == EndpointSource::Endpoints).then(|| factory.informer::<Endpoints>(ns));
+        let services = o.watch_services.then(|| factory.informer::<Service>(ns));
         let pods = o.pod_metadata.then(|| {
-            factory.informer_with::<PartialObjectMetadata>(Pod::api_resource(), ns, None, None)
+            factory.informer_with(
+                InformerRequest::<PartialObjectMetadata>::new(Pod::api_resource()).namespace(ns),
+            )
         });
         let watch = Arc::new(Watch {
             created,

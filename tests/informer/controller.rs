@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use informer::informer::InformerRequest;
 use informer::workqueue::{Action, InformerController, RunSummary};
 use informer::{
     Client, Config, ConfigMap, EndpointSlice, Informer, InformerFactory, Resource, Service, Store,
@@ -191,11 +192,10 @@ async fn owner_and_label_key_functions_enqueue_the_service() {
     let services = factory.informer::<Service>(None);
     let owned_slices = factory.informer::<EndpointSlice>(Some("default"));
     // A second, label-selected informer, keyed by the service-name label.
-    let labelled_slices = factory.informer_with::<EndpointSlice>(
-        EndpointSlice::api_resource(),
-        Some("default"),
-        Some("test=labels"),
-        None,
+    let labelled_slices = factory.informer_with(
+        InformerRequest::<EndpointSlice>::new(EndpointSlice::api_resource())
+            .namespace(Some("default"))
+            .label_selector("test=labels"),
     );
     let controller = InformerController::new(&services, 2)
         .owns(&owned_slices)

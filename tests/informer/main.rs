@@ -6,6 +6,7 @@ mod support;
 
 mod controller;
 mod discovery;
+mod factory;
 mod lifecycle;
 mod reflector;
 mod runtime;
