@@ -115,7 +115,8 @@ use pending::{Change, Held, Pending};
 
 /// A function applied to every object once, when it is decoded and before it is handed out (e.g.
 /// drop managedFields): the fifo applies it to the objects it decodes, the reflector to those it
-/// decodes itself ([`ReflectorOptions::with_transform`](crate::reflector::ReflectorOptions::with_transform)).
+/// decodes itself ([`Reflector::with_transform`](crate::reflector::Reflector::with_transform), or an
+/// informer's [`Informer::with_transform`](crate::Informer::with_transform)).
 ///
 /// ```
 /// use std::sync::Arc;
