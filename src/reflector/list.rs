@@ -7,17 +7,15 @@ use crate::Object;
 use crate::client::ListParams;
 use crate::error::Error;
 
-use super::{Reflector, State};
+use super::{ListSource, ListVersion, Reflector, State};
 
 impl<T: Object + Clone> Reflector<T> {
     /// The list's resourceVersion (R5).
-    pub(super) fn relist_version(&self) -> &str {
-        if self.rv_unavailable {
-            ""
-        } else if self.last_rv.is_empty() {
-            "0"
-        } else {
-            &self.last_rv
+    fn relist_version(&self) -> &str {
+        match self.list_version {
+            ListVersion::Consistent => "",
+            ListVersion::LastSeen if self.last_rv.is_empty() => "0",
+            ListVersion::LastSeen => &self.last_rv,
         }
     }
 
@@ -32,7 +30,7 @@ impl<T: Object + Clone> Reflector<T> {
         // body.
         let limit = match rv.as_str() {
             "" | "0" => Some(self.options.page_size),
-            _ if self.paginated_result => Some(self.options.page_size),
+            _ if self.list_source == ListSource::Etcd => Some(self.options.page_size),
             _ => None,
         };
         let mut params = ListParams {
@@ -54,7 +52,7 @@ impl<T: Object + Clone> Reflector<T> {
                     if list_rv.is_none() {
                         list_rv = Some(page.metadata.resource_version.clone());
                         if rv == "0" && !page.metadata.continue_token.is_empty() {
-                            self.paginated_result = true;
+                            self.list_source = ListSource::Etcd;
                         }
                     }
                     listed_objects += page.items.len() as u64;
@@ -113,8 +111,8 @@ impl<T: Object + Clone> Reflector<T> {
         let too_large = e
             .status()
             .is_some_and(|s| s.is_too_large_resource_version());
-        if (e.is_expired() || too_large) && !self.rv_unavailable {
-            self.rv_unavailable = true;
+        if (e.is_expired() || too_large) && self.list_version == ListVersion::LastSeen {
+            self.list_version = ListVersion::Consistent;
             return State::Relist;
         }
         self.backoff_then(State::Relist, &e)

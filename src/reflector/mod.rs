@@ -187,26 +187,82 @@ pub struct Reflector<T> {
     last_rv: String,
     /// How long the open watch may stay silent before it is dead (see `silence_limit_of`).
     silence_limit: Duration,
-    /// `last_rv` is known to be gone: the next list is a consistent read.
-    rv_unavailable: bool,
-    /// An RV="0" list came back paginated: the watch cache is off, keep paginating.
-    paginated_result: bool,
-    /// The server refused streaming lists; don't ask again.
-    streaming_unsupported: bool,
-    /// The last streaming list failed: use LIST for the next relist only (WL8).
-    list_fallback_once: bool,
-    /// R14: the open watch started from `""` or `"0"`, so the server first sends synthetic ADDED
-    /// events in no version order; `last_rv` stays put until the first other event.
-    holding_rv_for_synthetic_adds: bool,
-    /// WL6's one immediate retry of a streaming list cut before its end was used; the next cut
-    /// backs off. Cleared by a completed list.
-    streaming_retried_at_once: bool,
+    /// How the next relist lists: streaming, or a paginated LIST once or for good.
+    list_plan: ListPlan,
+    /// The resourceVersion the next list asks for (R5).
+    list_version: ListVersion,
+    /// Who answers this resource's lists, as far as the reflector can tell (R7).
+    list_source: ListSource,
+    /// How the open watch's events move `last_rv` (R14).
+    event_versions: EventVersions,
+    /// WL6's one immediate retry of a streaming list cut before its end.
+    cut_retry: CutRetry,
+}
+
+/// How the next relist lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListPlan {
+    /// A streaming list ([`ReflectorOptions::streaming_list`], until the server refuses one).
+    Streaming,
+    /// The last streaming list failed: a paginated LIST for the next relist only, then streaming
+    /// again (WL8).
+    PagedOnce,
+    /// Paginated LISTs from now on: streaming lists are off in the options, or the server refused
+    /// one as a request it does not know (400, 422); don't ask again.
+    Paged,
+}
+
+/// The resourceVersion the next list (paginated or streaming) asks for (R5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListVersion {
+    /// Not older than the last seen version (`"0"` before there is one, for a paginated list).
+    LastSeen,
+    /// The last seen version is known to be gone (expired, or too new for the server): a
+    /// consistent read (`""`). A completed list goes back to `LastSeen`.
+    Consistent,
+}
+
+/// Who answers this resource's lists, as far as the reflector can tell (R6, R7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListSource {
+    /// The watch cache (assumed until shown otherwise): a list at an exact version asks no
+    /// limit, so the watch cache serves it.
+    WatchCache,
+    /// An RV="0" list came back paginated: the watch cache is off, etcd answers, and every list
+    /// asks for pages (an unpaginated list from etcd would be one huge body).
+    Etcd,
+}
+
+/// How the open watch's events move `last_rv` (R14).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EventVersions {
+    /// Every event that carries a version moves it.
+    InOrder,
+    /// The watch started from `""` or `"0"`, so the server first sends synthetic ADDED events in
+    /// no version order: `last_rv` stays put until the first event of another type (a bookmark
+    /// included), and moves with every event from then on (`InOrder`).
+    SyntheticAddsFirst,
+}
+
+/// WL6's one immediate retry of a streaming list cut before its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CutRetry {
+    /// The next cut retries at once.
+    Available,
+    /// Used since the last completed list: the next cut backs off. A completed list makes it
+    /// `Available` again.
+    Used,
 }
 
 impl<T: Object + Clone> Reflector<T> {
     /// A reflector for `api` (its resource and namespace) feeding `fifo`.
     pub fn new(api: Api<T>, fifo: DeltaFifo<T>, options: ReflectorOptions) -> Reflector<T> {
         let seed = crate::rng::Rng::new().u64();
+        let list_plan = if options.streaming_list {
+            ListPlan::Streaming
+        } else {
+            ListPlan::Paged
+        };
         Reflector {
             backoff: Backoff::new(options.backoff.clone(), seed),
             rng: crate::rng::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15),
@@ -217,12 +273,11 @@ impl<T: Object + Clone> Reflector<T> {
             health: Arc::new(Mutex::new(Health::default())),
             last_rv: String::new(),
             silence_limit: Duration::MAX,
-            rv_unavailable: false,
-            paginated_result: false,
-            streaming_unsupported: false,
-            list_fallback_once: false,
-            holding_rv_for_synthetic_adds: false,
-            streaming_retried_at_once: false,
+            list_plan,
+            list_version: ListVersion::LastSeen,
+            list_source: ListSource::WatchCache,
+            event_versions: EventVersions::InOrder,
+            cut_retry: CutRetry::Available,
         }
     }
 
@@ -268,17 +323,16 @@ impl<T: Object + Clone> Reflector<T> {
         match state {
             State::Relist => {
                 self.set_phase(Phase::Listing);
-                if self.options.streaming_list
-                    && !self.streaming_unsupported
-                    && !self.list_fallback_once
-                {
-                    // Boxed, like `list` and `open_watch`: a reflector spends its life watching,
-                    // and its task then holds only the watching state's locals, not the largest
-                    // of every state's (11.4 KB per reflector before, in a debug build).
-                    Box::pin(self.streaming_list()).await
-                } else {
-                    self.list_fallback_once = false;
-                    Box::pin(self.list()).await
+                // Boxed, like `open_watch`: a reflector spends its life watching, and its task
+                // then holds only the watching state's locals, not the largest of every state's
+                // (11.4 KB per reflector before, in a debug build).
+                match self.list_plan {
+                    ListPlan::Streaming => Box::pin(self.streaming_list()).await,
+                    ListPlan::PagedOnce => {
+                        self.list_plan = ListPlan::Streaming;
+                        Box::pin(self.list()).await
+                    }
+                    ListPlan::Paged => Box::pin(self.list()).await,
                 }
             }
             State::Watch => Box::pin(self.open_watch()).await,
@@ -300,8 +354,8 @@ impl<T: Object + Clone> Reflector<T> {
     }
 
     fn listed(&mut self, rv: String, objects: u64) {
-        self.rv_unavailable = false;
-        self.streaming_retried_at_once = false;
+        self.list_version = ListVersion::LastSeen;
+        self.cut_retry = CutRetry::Available;
         let summary = ListSummary {
             resource_version: rv.clone(),
             objects,

@@ -11,17 +11,16 @@ use crate::error::Error;
 use crate::fifo::{DeletedObject, Delta, RawDelta};
 use crate::watch::{RawEvent, RawObject, WatchEvent};
 
-use super::{Phase, Reflector, State, is_refused};
+use super::{CutRetry, EventVersions, ListPlan, ListVersion, Phase, Reflector, State, is_refused};
 
 impl<T: Object + Clone> Reflector<T> {
     /// A streaming list (WL1-WL9): initial ADDED events are relist pages, the bookmark annotated
     /// `k8s.io/initial-events-end` ends the list, and the same stream goes on as a normal watch.
     pub(super) async fn streaming_list(&mut self) -> State<T> {
         let timeout_seconds = self.watch_timeout();
-        let rv = if self.rv_unavailable {
-            String::new()
-        } else {
-            self.last_rv.clone()
+        let rv = match self.list_version {
+            ListVersion::Consistent => String::new(),
+            ListVersion::LastSeen => self.last_rv.clone(),
         };
         let params = WatchParams {
             label_selector: self.options.label_selector.clone(),
@@ -122,7 +121,7 @@ impl<T: Object + Clone> Reflector<T> {
                             }
                             // WL5: the same stream goes on as a normal watch whose events all
                             // carry versions in order (client-go's propagateRVFromStart).
-                            self.holding_rv_for_synthetic_adds = false;
+                            self.event_versions = EventVersions::InOrder;
                             self.set_phase(Phase::Watching);
                             return State::Watching {
                                 stream,
@@ -146,11 +145,11 @@ impl<T: Object + Clone> Reflector<T> {
                     self.fail(&e);
                     if matches!(e, Error::Decode { .. } | Error::FrameTooLarge { .. })
                         || events == 0
-                        || self.streaming_retried_at_once
+                        || self.cut_retry == CutRetry::Used
                     {
                         return self.backoff_then(State::Relist, &e);
                     }
-                    self.streaming_retried_at_once = true;
+                    self.cut_retry = CutRetry::Used;
                     return State::Relist;
                 }
                 None => {
@@ -161,7 +160,7 @@ impl<T: Object + Clone> Reflector<T> {
                             "streaming list ended at once with no events".into(),
                         );
                         self.fail(&e);
-                        self.list_fallback_once = true;
+                        self.list_plan = ListPlan::PagedOnce;
                         return State::Relist;
                     }
                     // WL6: closed before the bookmark; a new streaming list at once, once.
@@ -169,10 +168,10 @@ impl<T: Object + Clone> Reflector<T> {
                         "the streaming list ended before its initial-events-end bookmark".into(),
                     );
                     self.fail(&e);
-                    if self.streaming_retried_at_once {
+                    if self.cut_retry == CutRetry::Used {
                         return self.backoff_then(State::Relist, &e);
                     }
-                    self.streaming_retried_at_once = true;
+                    self.cut_retry = CutRetry::Used;
                     return State::Relist;
                 }
             }
@@ -188,10 +187,10 @@ impl<T: Object + Clone> Reflector<T> {
             || e.status()
                 .is_some_and(|s| s.is_too_large_resource_version())
         {
-            if self.rv_unavailable {
+            if self.list_version == ListVersion::Consistent {
                 return self.backoff_then(State::Relist, &e);
             }
-            self.rv_unavailable = true;
+            self.list_version = ListVersion::Consistent;
             return State::Relist;
         }
         if is_refused(&e) || e.http_code() == Some(429) {
@@ -199,9 +198,10 @@ impl<T: Object + Clone> Reflector<T> {
         }
         if matches!(e.http_code(), Some(400 | 422)) {
             tracing::info!("the server does not support streaming lists; using LIST from now on");
-            self.streaming_unsupported = true;
+            self.list_plan = ListPlan::Paged;
+        } else {
+            self.list_plan = ListPlan::PagedOnce;
         }
-        self.list_fallback_once = true;
         State::Relist
     }
 

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::fifo::{DeletedObject, Delta, RawDelta};
 use crate::watch::{RawEvent, WatchEvent, WatchStream};
 
-use super::{Handled, Phase, Reflector, State, is_refused};
+use super::{EventVersions, Handled, Phase, Reflector, State, is_refused};
 
 impl<T: Object + Clone> Reflector<T> {
     /// One step of an open watch: the next event (or the fifo's decode failure, or the watch's
@@ -85,7 +85,10 @@ impl<T: Object + Clone> Reflector<T> {
         match self.api.watch(&params).await {
             Ok(stream) => {
                 self.silence_limit = self.silence_limit_of(timeout_seconds);
-                self.holding_rv_for_synthetic_adds = matches!(self.last_rv.as_str(), "" | "0");
+                self.event_versions = match self.last_rv.as_str() {
+                    "" | "0" => EventVersions::SyntheticAddsFirst,
+                    _ => EventVersions::InOrder,
+                };
                 self.set_phase(Phase::Watching);
                 self.health.lock().unwrap().watches += 1;
                 State::Watching {
@@ -119,11 +122,11 @@ impl<T: Object + Clone> Reflector<T> {
         };
         // R14, as in `handle_event`: synthetic ADDED events (of a watch from "" or "0") come in
         // no version order; the version advances from the first event of another type on.
-        if self.holding_rv_for_synthetic_adds && !matches!(delta, RawDelta::Added(_)) {
-            self.holding_rv_for_synthetic_adds = false;
+        if !matches!(delta, RawDelta::Added(_)) {
+            self.event_versions = EventVersions::InOrder;
         }
         let rv = delta.object().resource_version();
-        if !rv.is_empty() && !self.holding_rv_for_synthetic_adds {
+        if !rv.is_empty() && self.event_versions == EventVersions::InOrder {
             self.last_rv.clear();
             self.last_rv.push_str(rv);
         }
@@ -167,7 +170,7 @@ impl<T: Object + Clone> Reflector<T> {
             WatchEvent::Modified(o) => Some(Delta::Modified(Arc::new(o))),
             WatchEvent::Deleted(o) => Some(Delta::Deleted(DeletedObject::Final(Arc::new(o)))),
             WatchEvent::Bookmark(b) => {
-                self.holding_rv_for_synthetic_adds = false;
+                self.event_versions = EventVersions::InOrder;
                 if !b.resource_version.is_empty() {
                     self.last_rv = b.resource_version;
                     // Events carry their version to the fifo in their object; a bookmark's comes
@@ -197,11 +200,11 @@ impl<T: Object + Clone> Reflector<T> {
         if let Some(d) = delta {
             // R14: synthetic ADDED events (of a watch from "" or "0") come in no version order;
             // the version advances from the first event of another type on.
-            if self.holding_rv_for_synthetic_adds && !matches!(d, Delta::Added(_)) {
-                self.holding_rv_for_synthetic_adds = false;
+            if !matches!(d, Delta::Added(_)) {
+                self.event_versions = EventVersions::InOrder;
             }
             let rv = d.resource_version();
-            if !rv.is_empty() && !self.holding_rv_for_synthetic_adds {
+            if !rv.is_empty() && self.event_versions == EventVersions::InOrder {
                 self.last_rv.clear();
                 self.last_rv.push_str(rv);
             }
