@@ -11,13 +11,17 @@
 //! One `State` enum (private), one transition per step (`Reflector::step`):
 //!
 //! ```text
-//!            +-----------------------------------------------+
-//!            v                                               |
-//!   Relist --(streaming list synced)--> Watching --(clean end / cut)--> Watch
-//!     |  ^                                 |  ^                           |
-//!     |  +--(410, decode error)-- Backoff <-+  +------(watch opened)-------+
-//!     |                              ^                                    |
-//!     +--(LIST done)--> Watch -------+--(429, refused: same RV)-----------+
+//!   Relist        --(streaming list opened)---->  InitialEvents
+//!   Relist        --(paginated LIST done)------>  Watch
+//!   Relist        --(list failed)-------------->  Backoff -> Relist  (410: at once, with "")
+//!   InitialEvents --(initial-events-end)------->  Watching           (the same stream, WL5)
+//!   InitialEvents --(cut before the end)------->  Relist             (at once once, then backs off)
+//!   Watch         --(watch opened)------------->  Watching
+//!   Watch         --(429, refused)------------->  Backoff -> Watch   (the version is still good)
+//!   Watch         --(other failure)------------>  Backoff -> Relist
+//!   Watching      --(clean end, cut)----------->  Watch              (from the last seen version)
+//!   Watching      --(410, decode error)-------->  Backoff -> Relist
+//!   any           --(the fifo's consumer gone)->  Stopped
 //! ```
 //!
 //! * `Relist`: streaming list (`sendInitialEvents=true`) where the server supports it (the first
@@ -25,6 +29,9 @@
 //!   resourceVersion follows client-go (R5): `"0"` the first time (the watch cache serves it), the last
 //!   seen version afterwards (not older than it), and `""` (a consistent read) once that version is
 //!   known to be gone.
+//! * `InitialEvents`: the streaming list's initial events go to the fifo as relist pages, one event
+//!   per step; its initial-events-end bookmark completes the list and the same stream goes on as
+//!   `Watching` (WL5). A stream cut before that bookmark lists again (WL6).
 //! * `Watch`: a WATCH from the last seen version, with bookmarks and a random `timeoutSeconds`.
 //! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
 //!   included. A watch that sends nothing for its own `timeoutSeconds` + 30 s is treated as dead
@@ -58,6 +65,7 @@ use crate::watch::WatchStream;
 pub(crate) use backoff::Backoff;
 pub use backoff::BackoffOptions;
 pub use health::{Health, ListSummary, Phase};
+use stream::InitialEvents;
 
 /// Called with every failure the reflector meets (it keeps going after each).
 pub type ErrorCallback = Arc<dyn Fn(&Error) + Send + Sync>;
@@ -141,25 +149,34 @@ impl std::fmt::Debug for ReflectorOptions {
     }
 }
 
-/// The reflector's life cycle; see the [module docs](self).
+/// The finite state machine driving the reflector: [`Reflector::run`] starts in `Relist` and
+/// calls [`Reflector::step`] with the state it is in until it is `Stopped`; the [module
+/// docs](self) draw the transitions. What a step does besides (the list plan, the list's
+/// resourceVersion, the immediate retry of a cut streaming list) lives in the reflector's fields.
 enum State<T> {
-    /// (Re)build the cache: streaming list, or paginated LIST.
+    /// The cache is to be (re)built; the next step starts the list its [`ListPlan`] says: a
+    /// streaming list (then `InitialEvents`), or a whole paginated LIST (then `Watch`).
     Relist,
-    /// Open a watch from the last seen resourceVersion.
+    /// A streaming list is open and its initial events are coming; the next step reads one of
+    /// them into the list, and the initial-events-end bookmark makes the same stream `Watching`.
+    InitialEvents(Box<InitialEvents<T>>),
+    /// The cache is current up to the last seen resourceVersion; the next step opens a watch
+    /// from it (then `Watching`).
     Watch,
-    /// A watch is open; `opened` and `events` detect very short watches (and a watch silent for
-    /// the reflector's `silence_limit` is dead).
+    /// A watch is open; the next step reads one event into the fifo. `opened` and `events`
+    /// detect very short watches (and a watch silent for the reflector's `silence_limit` is dead).
     Watching {
         stream: WatchStream<T, ResponseBody>,
         opened: Instant,
         events: u64,
     },
-    /// Wait, then go on with `next` (`Relist` or `Watch`).
+    /// A failure is being waited out; the next step sleeps `delay`, then goes on with `next`
+    /// (`Relist` or `Watch`).
     Backoff {
         delay: Duration,
         next: Box<State<T>>,
     },
-    /// The consumer is gone; nothing more to do.
+    /// The fifo's consumer is gone; nothing more to do.
     Stopped,
 }
 
@@ -334,6 +351,10 @@ impl<T: Object + Clone> Reflector<T> {
                     }
                     ListPlan::Paged => Box::pin(self.list()).await,
                 }
+            }
+            State::InitialEvents(list) => {
+                // Not boxed, like `watching`: once per initial event.
+                self.initial_event(list).await
             }
             State::Watch => Box::pin(self.open_watch()).await,
             State::Watching {
