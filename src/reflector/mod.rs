@@ -374,6 +374,12 @@ impl<T: Object + Clone> Reflector<T> {
         }
     }
 
+    // ----- shared by the jobs (list, stream, watching) ----------------------------------------------
+
+    /// A list (paginated or streaming) completed at `rv` with `objects`: the next list reads from
+    /// the last seen version again, WL6's immediate retry is available again, and the health
+    /// records the list (before the list can complete in the fifo, so whoever sees the sync reads
+    /// this list's summary).
     fn listed(&mut self, rv: String, objects: u64) {
         self.list_version = ListVersion::LastSeen;
         self.cut_retry = CutRetry::Available;
@@ -392,8 +398,6 @@ impl<T: Object + Clone> Reflector<T> {
         h.consecutive_failures = 0;
     }
 
-    // ----- WATCH -----------------------------------------------------------------------------------
-
     /// `timeoutSeconds` for the next watch: random in `[min, 2 * min)` (R4).
     fn watch_timeout(&mut self) -> u32 {
         let min = self.options.min_watch_timeout.as_secs_f64();
@@ -406,8 +410,6 @@ impl<T: Object + Clone> Reflector<T> {
             .idle_timeout
             .unwrap_or(Duration::from_secs(u64::from(timeout_seconds) + 30))
     }
-
-    // ----- helpers ---------------------------------------------------------------------------------
 
     /// `o` through the transform, if any; a panic of the transform is an error.
     fn transformed(&self, o: T) -> Result<T, Error> {
