@@ -1,0 +1,120 @@
+//! The paginated LIST (client-go's R5-R11): the list's resourceVersion, its pages, the fallback of an
+//! expired `continue` token, and what a failed list leads to.
+
+use std::sync::Arc;
+
+use crate::Object;
+use crate::client::ListParams;
+use crate::error::Error;
+
+use super::{ListSource, ListVersion, Reflector, State};
+
+impl<T: Object + Clone> Reflector<T> {
+    /// The list's resourceVersion (R5).
+    fn relist_version(&self) -> &str {
+        match self.list_version {
+            ListVersion::Consistent => "",
+            ListVersion::LastSeen if self.last_rv.is_empty() => "0",
+            ListVersion::LastSeen => &self.last_rv,
+        }
+    }
+
+    /// A paginated LIST into the fifo (R5-R11).
+    pub(super) async fn list(&mut self) -> State<T> {
+        let rv = self.relist_version().to_owned();
+        tracing::debug!(resource_version = %rv, "listing");
+        // R6: with an RV other than "" or "0", a limit would make the read exact (X1): no limit,
+        // so the watch cache serves it. With "0" the watch cache ignores the limit anyway. But once
+        // an RV="0" list came back paginated (R7: the watch cache is off for this resource, etcd
+        // answers), every list keeps paginating: an unpaginated list from etcd would be one huge
+        // body.
+        let limit = match rv.as_str() {
+            "" | "0" => Some(self.options.page_size),
+            _ if self.list_source == ListSource::Etcd => Some(self.options.page_size),
+            _ => None,
+        };
+        let mut params = ListParams {
+            label_selector: self.options.label_selector.clone(),
+            field_selector: self.options.field_selector.clone(),
+            limit,
+            resource_version: Some(rv.clone()),
+            ..Default::default()
+        };
+        if !self.fifo.begin_relist() {
+            return State::Stopped;
+        }
+        let mut list_rv = None;
+        let mut listed_objects = 0u64;
+        let mut full_list_retried = false;
+        loop {
+            match self.api.list(&params).await {
+                Ok(page) => {
+                    if list_rv.is_none() {
+                        list_rv = Some(page.metadata.resource_version.clone());
+                        if rv == "0" && !page.metadata.continue_token.is_empty() {
+                            self.list_source = ListSource::Etcd;
+                        }
+                    }
+                    listed_objects += page.items.len() as u64;
+                    let items = match page
+                        .items
+                        .into_iter()
+                        .map(|o| self.transformed(o).map(Arc::new))
+                        .collect()
+                    {
+                        Ok(items) => items,
+                        Err(e) => return self.list_failed(e),
+                    };
+                    if !self.fifo.relist_page_async(items).await {
+                        return State::Stopped;
+                    }
+                    if page.metadata.continue_token.is_empty() {
+                        break;
+                    }
+                    params.continue_token = Some(page.metadata.continue_token);
+                    params.resource_version = None;
+                    params.version_match = None;
+                }
+                Err(e)
+                    if e.is_expired() && params.continue_token.is_some() && !full_list_retried =>
+                {
+                    // R8: a later page's token expired: one unpaginated list at the original RV.
+                    tracing::debug!(error = %e, "continue token expired; listing without pagination");
+                    full_list_retried = true;
+                    list_rv = None;
+                    listed_objects = 0;
+                    params.continue_token = None;
+                    params.limit = None;
+                    params.resource_version = Some(rv.clone());
+                    if !self.fifo.begin_relist() {
+                        return State::Stopped;
+                    }
+                }
+                Err(e) => return self.list_failed(e),
+            }
+        }
+        let list_rv = list_rv.unwrap_or_default();
+        tracing::info!(resource_version = %list_rv, "listed");
+        // Recorded before the list can complete in the fifo: whoever sees the sync (kwatch's
+        // SYNCED line) reads this list's summary from the health, never the one before.
+        self.listed(list_rv.to_string(), listed_objects);
+        if !self.fifo.end_relist() || !self.fifo.bookmark(&list_rv) {
+            return State::Stopped;
+        }
+        State::Watch
+    }
+
+    /// R9: an expired or too-new version makes the next list a consistent read, at once; anything
+    /// else backs off and relists.
+    fn list_failed(&mut self, e: Error) -> State<T> {
+        self.fail(&e);
+        let too_large = e
+            .status()
+            .is_some_and(|s| s.is_too_large_resource_version());
+        if (e.is_expired() || too_large) && self.list_version == ListVersion::LastSeen {
+            self.list_version = ListVersion::Consistent;
+            return State::Relist;
+        }
+        self.backoff_then(State::Relist, &e)
+    }
+}
