@@ -2,7 +2,7 @@
 //! [`Config`].
 //!
 //! * Parsing uses `serde-saphyr` (pure Rust, no `unsafe` C port, panic-free by design) with the
-//!   `yaml` feature (on by default); without it, `serde_json` reads JSON kubeconfigs (YAML's subset,
+//!   `yaml` feature (off by default: in-cluster config needs none); without it, `serde_json` reads JSON kubeconfigs (YAML's subset,
 //!   which kubectl reads too) into the same structures, and a YAML file is an [`Error::Config`]
 //!   saying to enable the feature. Everything after parsing is the same. Unknown keys are ignored;
 //!   Go's `null` for an empty list is accepted. A syntax or type error is an [`Error::Config`]
@@ -438,7 +438,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<
     }
     if first != Some('{') {
         return Err(Error::Config(format!(
-            "{what}: not JSON; YAML kubeconfigs need informer's `yaml` feature (on by default), \
+            "{what}: not JSON; YAML kubeconfigs need informer's `yaml` feature (`features = [\"yaml\"]`), \
              or convert the file to JSON"
         )));
     }
