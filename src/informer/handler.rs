@@ -438,9 +438,7 @@ impl<T: Object> Slot<T> {
         if schedule {
             self.submit();
         }
-        if initial_done {
-            self.progress.send_replace(());
-        }
+        self.signal(initial_done);
     }
 
     /// Runs `f` with the queue locked (to queue several notifications at once).
@@ -524,40 +522,59 @@ impl<T: Object> Slot<T> {
 
     /// The slot's job on the pool: delivers up to [`BATCH`] notifications in order, then queues
     /// itself again if more wait, or leaves the pool (`scheduled` false) when the queue is empty
-    /// or the slot closed.
+    /// or the slot closed. One lock per notification: the lock that takes the next one also
+    /// records the end of the call before it (`in_call`, and the initial count that
+    /// `has_synced` reads, counted down only once the call returned).
     fn deliver_batch(self: Arc<Self>) {
-        for _ in 0..BATCH {
-            let notification = {
-                let mut q = self.queue.lock().unwrap();
-                match q.pop().filter(|_| !q.closed) {
-                    Some(n) => {
-                        q.in_call = true;
-                        n
-                    }
-                    None => {
-                        q.scheduled = false;
-                        drop(q);
-                        self.idle.notify_waiters();
-                        return;
-                    }
-                }
-            };
-            self.deliver(notification);
-            let closed = {
-                let mut q = self.queue.lock().unwrap();
+        // Whether the call that just returned delivered an initial notification.
+        let mut returned: Option<bool> = None;
+        for turn in 0..=BATCH {
+            let mut q = self.queue.lock().unwrap();
+            let mut initial_done = false;
+            if let Some(initial) = returned.take() {
                 q.in_call = false;
-                q.closed
-            };
-            if closed {
-                self.idle.notify_waiters();
+                if initial {
+                    q.initial_outstanding = q.initial_outstanding.saturating_sub(1);
+                    initial_done = q.initial_outstanding == 0;
+                }
             }
+            // `close` empties the queue and `push` ignores a closed one: a closed slot pops
+            // nothing.
+            let next = if turn == BATCH && q.len() > 0 && !q.closed {
+                // Turn over: behind the other handlers' jobs, still scheduled.
+                drop(q);
+                self.signal(initial_done);
+                self.submit();
+                return;
+            } else if turn == BATCH {
+                None
+            } else {
+                q.pop()
+            };
+            let Some(notification) = next else {
+                q.scheduled = false;
+                drop(q);
+                self.idle.notify_waiters();
+                self.signal(initial_done);
+                return;
+            };
+            q.in_call = true;
+            drop(q);
+            self.signal(initial_done);
+            returned = Some(notification.is_initial());
+            self.deliver(notification);
         }
-        self.submit();
+    }
+
+    /// Wakes sync waits once the last initial notification has been handled.
+    fn signal(&self, initial_done: bool) {
+        if initial_done {
+            self.progress.send_replace(());
+        }
     }
 
     /// One call of the handler, its panic caught and reported.
     fn deliver(&self, notification: Notification<T>) {
-        let initial = notification.is_initial();
         let result = catch_unwind(AssertUnwindSafe(|| match &notification {
             Notification::Add { obj, initial } => self.handler.on_add(obj, *initial),
             Notification::Update { old, new } => self.handler.on_update(old, new),
@@ -582,16 +599,6 @@ impl<T: Object> Slot<T> {
                 "an event handler panicked; it goes on with the next event"
             );
             report(self.on_error.as_ref(), &e);
-        }
-        if initial {
-            // Counted down only after the call returned: has_synced means "handled".
-            let mut q = self.queue.lock().unwrap();
-            q.initial_outstanding = q.initial_outstanding.saturating_sub(1);
-            let initial_done = q.initial_outstanding == 0;
-            drop(q);
-            if initial_done {
-                self.progress.send_replace(());
-            }
         }
     }
 }

@@ -241,29 +241,7 @@ impl<T: Object + Clone> Informer<T> {
     /// # }
     /// ```
     pub fn stop(&self) -> Stopped {
-        let tasks = std::mem::take(&mut *self.shared.tasks.lock().unwrap());
-        for task in [&tasks.reflector, &tasks.processor].into_iter().flatten() {
-            task.abort();
-        }
-        self.shared.fifo.close();
-        let handlers = self.shared.handlers.write().unwrap();
-        // Relaxed: read and written under the handlers' lock, which orders it.
-        self.shared.stopped.store(true, Ordering::Relaxed);
-        let slots: Vec<Arc<dyn Idle>> = handlers
-            .iter()
-            .map(|slot| {
-                slot.close();
-                slot.clone() as Arc<dyn Idle>
-            })
-            .collect();
-        drop(handlers);
-        Stopped {
-            tasks: [tasks.reflector, tasks.processor]
-                .into_iter()
-                .flatten()
-                .collect(),
-            slots,
-        }
+        self.shared.shut_down()
     }
 
     /// True once the first list has been applied to the store and handed to every handler that was
@@ -562,17 +540,11 @@ fn resync_into<T: Object>(shared: &Shared<T>, slot: &Arc<Slot<T>>) {
 
 /// What [`Informer::stop`] returns: awaiting it waits until the informer's tasks are gone and no
 /// handler call is in progress.
-pub struct Stopped {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    slots: Vec<Arc<dyn Idle>>,
-}
+pub struct Stopped(Pin<Box<dyn Future<Output = ()> + Send>>);
 
 impl std::fmt::Debug for Stopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stopped")
-            .field("tasks", &self.tasks.len())
-            .field("handlers", &self.slots.len())
-            .finish()
+        f.write_str("Stopped")
     }
 }
 
@@ -581,39 +553,51 @@ impl IntoFuture for Stopped {
     type IntoFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            for task in self.tasks {
-                // Aborted by `stop`: a cancelled (or, if it panicked, failed) join is its end.
-                let _ = task.await;
-            }
-            for slot in self.slots {
-                slot.idle().await;
-            }
-        })
+        self.0
     }
 }
 
-/// A handler slot of any object type, as [`Stopped`] waits for it.
-trait Idle: Send + Sync {
-    fn idle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
-}
-
-impl<T: Object> Idle for Slot<T> {
-    fn idle(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(Slot::idle(self))
+impl<T: Object> Shared<T> {
+    /// Aborts the tasks, closes the fifo and every handler (and keeps handlers registered from now
+    /// on closed); the returned value waits for the tasks and the handler calls in progress.
+    fn shut_down(&self) -> Stopped {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap());
+        let tasks: Vec<_> = [tasks.reflector, tasks.processor]
+            .into_iter()
+            .flatten()
+            .collect();
+        for task in &tasks {
+            task.abort();
+        }
+        self.fifo.close();
+        let slots = {
+            // The write lock, though nothing in the list changes: it excludes `register`, which
+            // reads `stopped` under it, so no handler is added between the flag and the closes.
+            #[allow(clippy::readonly_write_lock)]
+            let handlers = self.handlers.write().unwrap();
+            // Relaxed: read and written under the handlers' lock, which orders it.
+            self.stopped.store(true, Ordering::Relaxed);
+            for slot in handlers.iter() {
+                slot.close();
+            }
+            handlers.clone()
+        };
+        Stopped(Box::pin(async move {
+            for task in tasks {
+                // Aborted above: a cancelled (or, if it panicked, failed) join is its end.
+                let _ = task.await;
+            }
+            for slot in slots {
+                slot.idle().await;
+            }
+        }))
     }
 }
 
 impl<T: Object> Drop for Shared<T> {
     fn drop(&mut self) {
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap());
-        for task in [tasks.reflector, tasks.processor].into_iter().flatten() {
-            task.abort();
-        }
-        self.fifo.close();
-        for slot in self.handlers.read().unwrap().iter() {
-            slot.close();
-        }
+        // Nobody can await it: the tasks and handlers stop on their own.
+        drop(self.shut_down());
     }
 }
 
