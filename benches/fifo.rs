@@ -134,7 +134,7 @@ fn bench(c: &mut Criterion) {
                         }
                         fifo.close();
                     });
-                    while let Some(p) = consumer.pop() {
+                    while let Some(p) = consumer.blocking_pop() {
                         black_box(p.deltas());
                     }
                     producer.join().unwrap();
@@ -223,7 +223,7 @@ fn slow_consumer(c: &mut Criterion) {
                         fifo.close();
                     })
                 };
-                while let Some(p) = consumer.pop() {
+                while let Some(p) = consumer.blocking_pop() {
                     for d in p.deltas() {
                         store.apply(d);
                     }

@@ -1,6 +1,7 @@
-//! Runs many seeded fault scenarios (random writes, cut watches, 410s, 429/5xx, compactions, late
-//! handlers) against the embedded simulator and prints how many diverged: the store or a handler's
-//! view not equal to the server at quiescence, or an invalid notification sequence.
+//! Runs many seeded fault scenarios (random writes, cut watches, 410s, 429/5xx, stalled error
+//! bodies, a proxy's plain-text 503 with Retry-After, compactions, streaming lists without their end
+//! bookmark, late handlers) against the embedded simulator and prints how many diverged: the store
+//! or a handler's view not equal to the server at quiescence, or an invalid notification sequence.
 //!
 //! Run: `cargo run --release --example convergence -- --scenarios 2000 --seed 1`
 

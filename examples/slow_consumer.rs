@@ -54,7 +54,7 @@ fn main() {
 
     let started = Instant::now();
     let (mut max_depth, mut max_backlog, mut next_report) = (0, 0, 100_000u64);
-    while let Some(p) = consumer.pop() {
+    while let Some(p) = consumer.blocking_pop() {
         for d in p.deltas() {
             store.apply(d);
         }

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-fuzz/seeds}"
 rm -rf "$out"
-mkdir -p "$out"/{frames,watch_event,list_body,kubeconfig}
+mkdir -p "$out"/{frames,watch_event,list_body,kubeconfig,json_object}
 # Named by content, so duplicates collapse and pipelines (subshells) need no shared counter.
 seed() {
     local tmp
@@ -32,6 +32,7 @@ for f in fixtures/wire/*.jsonl; do
 done
 for f in fixtures/wire/*.json fixtures/*.json; do
     seed frames < "$f"
+    seed json_object < "$f"
     # One object as the item of a list, and as the object of each event type.
     { printf '{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":['; cat "$f"; printf ']}'; } | seed list_body
     for type in ADDED MODIFIED DELETED; do

@@ -43,6 +43,9 @@ pub enum Error {
         code: u16,
         /// The start of the body, printable characters only.
         excerpt: String,
+        /// The response's `Retry-After` header in seconds, if it had one: honoured whatever the
+        /// body (an envoy 503 says "upstream connect error" in plain text).
+        retry_after_seconds: Option<u32>,
     },
     /// A frame or body that is not the JSON we expected.
     Decode {
@@ -101,7 +104,12 @@ pub enum Error {
 impl Error {
     /// Builds the error for a `Status` returned by the server: [`Error::Expired`] for 410 or reason
     /// `Expired`/`Gone`, [`Error::Api`] otherwise.
-    pub fn from_status(status: Status) -> Error {
+    pub fn from_status(mut status: Status) -> Error {
+        // The message reaches logs, error callbacks and terminals: no control characters or
+        // ANSI escapes from the server.
+        if let std::borrow::Cow::Owned(clean) = printable(&status.message) {
+            status.message = clean;
+        }
         if status.is_expired() {
             Error::Expired(Box::new(status))
         } else {
@@ -165,9 +173,21 @@ impl Error {
         }
     }
 
-    /// Seconds the server asked us to wait (`Retry-After` / `details.retryAfterSeconds`).
+    /// Seconds the server asked us to wait (`Retry-After` / `details.retryAfterSeconds`), whatever
+    /// the body of the answer was.
+    ///
+    /// ```
+    /// let e = informer::Error::Http { code: 503, excerpt: "upstream connect error".into(), retry_after_seconds: Some(3) };
+    /// assert_eq!(e.retry_after_seconds(), Some(3));
+    /// ```
     pub fn retry_after_seconds(&self) -> Option<u32> {
-        self.status().and_then(Status::retry_after_seconds)
+        match self {
+            Error::Http {
+                retry_after_seconds,
+                ..
+            } => *retry_after_seconds,
+            _ => self.status().and_then(Status::retry_after_seconds),
+        }
     }
 }
 
@@ -195,7 +215,7 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Error::Http { code, excerpt } => {
+            Error::Http { code, excerpt, .. } => {
                 write!(
                     f,
                     "HTTP {code} with a body that is not a Kubernetes Status: {excerpt:?}"
@@ -271,6 +291,73 @@ pub(crate) fn excerpt(bytes: &[u8], from: usize, max: usize) -> String {
         s.push('…');
     }
     s
+}
+
+/// Like [`excerpt`], for bytes that may be an object's JSON (a Secret's `data`, a token in an
+/// annotation): every string *value* is shown as `"…"`, keys, numbers and punctuation are kept,
+/// so the excerpt still shows where in the structure the problem is without carrying what the
+/// object holds into logs and error callbacks. A string is a key when a `:` follows it; one
+/// that does not end within `bytes` counts as a value. The whole of `bytes` is scanned (only on
+/// an error), so a window that starts inside a string knows it.
+pub(crate) fn redacted_excerpt(bytes: &[u8], from: usize, max: usize) -> String {
+    let from = from.min(bytes.len());
+    let end = (from + max).min(bytes.len());
+    // The contents (between the quotes) of the string values, in order.
+    let mut values: Vec<(usize, usize)> = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'"' {
+            i += 1;
+            continue;
+        }
+        let start = i + 1;
+        let mut j = start;
+        while j < bytes.len() && bytes[j] != b'"' {
+            j += if bytes[j] == b'\\' { 2 } else { 1 };
+        }
+        let close = j.min(bytes.len());
+        let next = bytes[(close + 1).min(bytes.len())..]
+            .iter()
+            .find(|b| !b.is_ascii_whitespace());
+        if next != Some(&b':') || close >= bytes.len() {
+            values.push((start, close));
+        }
+        i = close + 1;
+    }
+    let mut shown = Vec::with_capacity(end - from);
+    let mut k = from;
+    let mut v = values.iter().peekable();
+    while k < end {
+        while v.next_if(|(_, e)| *e <= k).is_some() {}
+        match v.peek() {
+            Some(&&(s, e)) if s <= k && k < e => {
+                shown.extend_from_slice("…".as_bytes());
+                k = e;
+            }
+            _ => {
+                shown.push(bytes[k]);
+                k += 1;
+            }
+        }
+    }
+    let mut text = excerpt(&shown, 0, shown.len());
+    if end < bytes.len() {
+        text.push('…');
+    }
+    text
+}
+
+/// `text` as a log line may show it: control characters (ANSI escapes' ESC included) shown as
+/// spaces, as [`excerpt`] shows them. For messages that come from the server (`Status.message`).
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
 }
 
 /// The message of a caught panic (`panic!("...")` payloads are `&str` or `String`).

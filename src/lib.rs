@@ -21,6 +21,9 @@
 //! * [`discovery`]: service discovery on EndpointSlices ([`ServiceDiscovery`]: versioned
 //!   snapshots, subscriptions).
 //! * [`workqueue`]: the rate-limited work queue, the worker loop, and controllers fed by informers.
+//! * [`leaderelection`]: leader election on a Lease (client-go's), with a fence for the
+//!   controller's workers.
+//! * [`sharding`]: a shard of a timebertt/kubernetes-controller-sharding ring.
 //! * [`model`]: object metadata, typed kinds, dynamic objects, `Status`.
 //!
 //! The embedded apiserver simulator for tests and demos is the crate `informer-sim` (lib
@@ -38,10 +41,13 @@ pub mod fifo;
 pub mod frame;
 pub mod informer;
 mod key_hash;
+mod keyed_queue;
+pub mod leaderelection;
 pub mod model;
 mod private_file;
 pub mod reflector;
 mod rng;
+pub mod sharding;
 pub mod store;
 mod thread_pool;
 pub mod watch;
@@ -55,8 +61,8 @@ pub use error::{Error, Result};
 pub use fifo::DeletedObject;
 pub use informer::{EventHandler, HandlerFns, Informer, InformerFactory};
 pub use model::{
-    ApiResource, ConfigMap, DynamicObject, EndpointSlice, Endpoints, Namespace, Node, Object,
-    ObjectMeta, PartialObjectMetadata, Pod, Resource, Service, Status, StringMap,
+    ApiResource, ConfigMap, DynamicObject, EndpointSlice, Endpoints, JsonObject, Namespace, Node,
+    Object, ObjectMeta, PartialObjectMetadata, Pod, Resource, Service, Status, StringMap,
 };
 pub use reflector::ReflectorOptions;
 pub use store::Store;

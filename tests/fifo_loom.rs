@@ -57,7 +57,7 @@ fn two_producers_one_consumer_nothing_lost() {
             .collect();
         let reader = thread::spawn(move || {
             let mut keys = Vec::new();
-            while let Some(p) = consumer.pop() {
+            while let Some(p) = consumer.blocking_pop() {
                 keys.push(p.key().to_string());
             }
             keys.sort();
@@ -86,7 +86,7 @@ fn coalescing_races_with_pops() {
             })
         };
         let mut seen = Vec::new();
-        while let Some(p) = consumer.pop() {
+        while let Some(p) = consumer.blocking_pop() {
             for d in p.deltas() {
                 seen.push(d.resource_version().to_string());
             }
@@ -110,7 +110,7 @@ fn has_synced_publishes_processing() {
         let worker = {
             let processed = processed.clone();
             thread::spawn(move || {
-                let p = consumer.pop().unwrap();
+                let p = consumer.blocking_pop().unwrap();
                 // Relaxed on purpose: only the fifo's synced flag may order this for the observer.
                 processed.store(1, Ordering::Relaxed);
                 drop(p);
@@ -129,7 +129,7 @@ fn has_synced_publishes_processing() {
 fn close_wakes_a_sleeping_consumer() {
     model(|| {
         let (fifo, mut consumer) = DeltaFifo::new(Arc::new(ModelStore::default()));
-        let reader = thread::spawn(move || consumer.pop().is_none());
+        let reader = thread::spawn(move || consumer.blocking_pop().is_none());
         fifo.close();
         assert!(reader.join().unwrap());
     });

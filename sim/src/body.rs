@@ -6,6 +6,7 @@
 //! a reset, never a clean end).
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -22,6 +23,14 @@ pub(crate) enum SimBody {
     Full(Option<Bytes>),
     Chunks(VecDeque<Bytes>),
     Stream(mpsc::Receiver<Chunk>),
+    /// A body that stalls: `announced` bytes promised (`Content-Length`), the `first` ones sent,
+    /// then nothing until `until` fires, when the connection is aborted (so a client that never
+    /// gives up does not hold the server's task for ever).
+    Stalled {
+        first: Option<Bytes>,
+        announced: u64,
+        until: Pin<Box<tokio::time::Sleep>>,
+    },
 }
 
 impl SimBody {
@@ -46,6 +55,15 @@ impl Body for SimBody {
             SimBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             SimBody::Chunks(q) => Poll::Ready(q.pop_front().map(|b| Ok(Frame::data(b)))),
             SimBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data))),
+            SimBody::Stalled { first, until, .. } => match first.take() {
+                Some(b) => Poll::Ready(Some(Ok(Frame::data(b)))),
+                None => until.as_mut().poll(cx).map(|()| {
+                    Some(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "stalled body: the client never gave up",
+                    )))
+                }),
+            },
         }
     }
 
@@ -53,7 +71,7 @@ impl Body for SimBody {
         match self {
             SimBody::Full(b) => b.is_none(),
             SimBody::Chunks(q) => q.is_empty(),
-            SimBody::Stream(_) => false,
+            SimBody::Stream(_) | SimBody::Stalled { .. } => false,
         }
     }
 
@@ -61,6 +79,7 @@ impl Body for SimBody {
         match self {
             SimBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
             SimBody::Full(None) => SizeHint::with_exact(0),
+            SimBody::Stalled { announced, .. } => SizeHint::with_exact(*announced),
             _ => SizeHint::default(),
         }
     }

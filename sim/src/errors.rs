@@ -52,6 +52,30 @@ impl ApiError {
         self
     }
 
+    /// Names the resource's API group, as the apiserver does for every resource outside the core
+    /// group: `leases.coordination.k8s.io "x" not found` and `details.group`.
+    pub(crate) fn with_group(mut self, group: &str) -> Self {
+        if group.is_empty() {
+            return self;
+        }
+        if let Some(details) = self.details.as_mut().and_then(Value::as_object_mut) {
+            if let Some(kind) = details.get("kind").and_then(Value::as_str) {
+                let plural = kind.to_string();
+                if let Some(rest) = self.message.strip_prefix(&format!("{plural} ")) {
+                    self.message = format!("{plural}.{group} {rest}");
+                } else {
+                    self.message = self.message.replacen(
+                        &format!(" {plural} \""),
+                        &format!(" {plural}.{group} \""),
+                        1,
+                    );
+                }
+            }
+            details.insert("group".into(), Value::String(group.to_string()));
+        }
+        self
+    }
+
     /// 404 `endpoints "nope" not found` (resource is the plural, as the real server reports it).
     pub fn not_found(resource: &str, name: &str) -> Self {
         Self::new(404, "NotFound", format!("{resource} \"{name}\" not found"))

@@ -45,6 +45,11 @@ pub(crate) enum Injected {
     Html(u16),
     /// `200` with `{}`.
     EmptyObject,
+    /// This code with the `Content-Length` of a `Status` body, only its first 40 bytes sent, then
+    /// silence on the open connection.
+    StalledBody(u16),
+    /// `503` from a proxy: a plain-text body (envoy's) and `Retry-After: N`.
+    PlainRetryAfter(u32),
 }
 
 /// When a watch connection is aborted.
@@ -61,6 +66,7 @@ struct Config {
     drop_after: Option<DropAfter>,
     event_delay: Option<Duration>,
     watch_list_disabled: bool,
+    initial_events_end_withheld: bool,
     reads_forbidden: bool,
     seed: u64,
 }
@@ -206,6 +212,29 @@ impl Faults {
             .watch_list_disabled
     }
 
+    /// While on, streaming lists (`sendInitialEvents=true` with bookmarks) started from now on
+    /// never send their `k8s.io/initial-events-end` bookmark: the initial events come, then live
+    /// events and periodic bookmarks, as from a server whose end bookmark is lost (client-go's
+    /// WL9). The stream stays alive; clients must give it up and list. `false` restores it.
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let sim = informer_sim::Simulator::start().await.unwrap();
+    /// sim.faults().withhold_initial_events_end(true);
+    /// # }
+    /// ```
+    pub fn withhold_initial_events_end(&self, on: bool) {
+        self.edit(|c| c.initial_events_end_withheld = on);
+    }
+
+    pub(crate) fn initial_events_end_withheld(&self) -> bool {
+        self.state
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .initial_events_end_withheld
+    }
+
     /// While on, every read of a resource (get, list, watch) answers 403 Forbidden with the
     /// apiserver's RBAC message, as when the caller's role does not cover that resource; discovery
     /// documents stay readable, as they are for every authenticated user. Open watches go on.
@@ -258,6 +287,32 @@ impl Faults {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         q.extend(std::iter::repeat_n(Injected::EmptyObject, k));
+    }
+
+    /// Answers the next `k` requests with `code` whose body stalls: the head (with the
+    /// `Content-Length` of a `Status`), 40 bytes of the `Status`, then silence on the open
+    /// connection (aborted after two minutes). Clients must give the body up and retry.
+    pub fn stall_next_error_bodies(&self, k: usize, code: u16) {
+        let mut q = self
+            .state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(std::iter::repeat_n(Injected::StalledBody(code), k));
+    }
+
+    /// Answers the next `k` requests as a proxy (envoy) does when the apiserver behind it is
+    /// down: `503`, a plain-text body and `Retry-After: retry_after` seconds.
+    pub fn fail_next_plain_retry_after(&self, k: usize, retry_after: u32) {
+        let mut q = self
+            .state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(std::iter::repeat_n(
+            Injected::PlainRetryAfter(retry_after),
+            k,
+        ));
     }
 
     /// Sends an ERROR 429 (`TooManyRequests`) event into every open watch, then ends them.

@@ -68,6 +68,7 @@ mod body;
 pub mod churn;
 mod errors;
 mod faults;
+mod leases;
 mod private_file;
 mod resources;
 mod rng;

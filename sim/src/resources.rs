@@ -54,7 +54,7 @@ pub struct Registry {
 
 impl Registry {
     /// The builtin resources: pods, services, endpoints, configmaps, secrets, events, namespaces,
-    /// nodes (core/v1) and endpointslices (discovery.k8s.io/v1).
+    /// nodes (core/v1), endpointslices (discovery.k8s.io/v1) and leases (coordination.k8s.io/v1).
     pub fn builtin() -> Self {
         let mut r = Registry::default();
         let core = |k: &'static str, p: &'static str, ns: bool| {
@@ -104,6 +104,11 @@ impl Registry {
                 "endpointslices",
                 true,
             ),
+            &[],
+            true,
+        ));
+        r.add(ResourceInfo::new(
+            ApiResource::from_static("coordination.k8s.io", "v1", "Lease", "leases", true),
             &[],
             true,
         ));

@@ -246,6 +246,30 @@ async fn route(
             return Ok(r);
         }
         Some(Injected::EmptyObject) => return Ok(json_response(faults, 200, b"{}".to_vec())),
+        Some(Injected::StalledBody(code)) => {
+            let status = format!(
+                r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"injected fault: a body that stalls","reason":"InternalError","code":{code}}}"#
+            );
+            let body = SimBody::Stalled {
+                first: Some(Bytes::copy_from_slice(&status.as_bytes()[..40])),
+                announced: status.len() as u64,
+                until: Box::pin(tokio::time::sleep(std::time::Duration::from_secs(120))),
+            };
+            return Ok(base_response(code)
+                .body(body)
+                .unwrap_or_else(|_| Response::new(SimBody::empty())));
+        }
+        Some(Injected::PlainRetryAfter(secs)) => {
+            let mut r = base_response(503)
+                .body(SimBody::full(
+                    &b"upstream connect error or disconnect/reset before headers. reset reason: connection failure"[..],
+                ))
+                .unwrap_or_else(|_| Response::new(SimBody::empty()));
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from(secs));
+            return Ok(r);
+        }
         None => {}
     }
     let path = req.uri().path().to_string();
@@ -812,7 +836,9 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
         bookmarks: o.bookmarks,
         bookmark_interval: shared.cfg.bookmark_interval,
         timeout: o.timeout.unwrap_or(shared.cfg.default_watch_timeout),
-        initial_end_bookmark: o.send_initial == Some(true) && o.bookmarks,
+        initial_end_bookmark: o.send_initial == Some(true)
+            && o.bookmarks
+            && !shared.faults.initial_events_end_withheld(),
     };
     let body = watchstream::spawn(
         store.clone(),

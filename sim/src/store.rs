@@ -24,6 +24,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::errors::ApiError;
+use super::leases;
 use super::resources::{Registry, ResourceInfo};
 use super::selector::Selectors;
 
@@ -617,12 +618,17 @@ impl Store {
         }
         let k = key(ns.as_deref(), &name);
         if g.objects[idx].contains_key(&k) {
-            return Err(ApiError::already_exists(&info.api.plural, &name));
+            return Err(
+                ApiError::already_exists(&info.api.plural, &name).with_group(&info.api.group)
+            );
         }
         g.rv += 1;
         let rv = g.rv;
         let uid = uuid(&mut g.rng);
-        let has_spec = value.get("spec").is_some();
+        let has_spec = value.get("spec").is_some() && !leases::is_lease(&info);
+        if leases::is_lease(&info) {
+            leases::validate_times(&value)?;
+        }
         omit_empty(&info, &mut value);
         value["kind"] = json!(info.api.kind);
         value["apiVersion"] = json!(info.api.api_version());
@@ -658,7 +664,7 @@ impl Store {
         g.objects[idx]
             .get(&k)
             .map(|e| e.obj.clone())
-            .ok_or_else(|| ApiError::not_found(&info.api.plural, name))
+            .ok_or_else(|| ApiError::not_found(&info.api.plural, name).with_group(&info.api.group))
     }
 
     /// The current `Value` of an object (for the programmatic API).
@@ -669,7 +675,7 @@ impl Store {
         g.objects[idx]
             .get(&k)
             .map(|e| e.value.clone())
-            .ok_or_else(|| ApiError::not_found(&info.api.plural, name))
+            .ok_or_else(|| ApiError::not_found(&info.api.plural, name).with_group(&info.api.group))
     }
 
     /// The current `Value`s of `idx` in `ns` (all namespaces if `None`), in key order, and the RV.
@@ -691,7 +697,13 @@ impl Store {
         name: &str,
         value: Value,
     ) -> Result<Arc<Obj>, ApiError> {
-        self.update(idx, ns, name, |_, _| Ok(value))
+        self.update(idx, ns, name, |_, info| {
+            let rv = meta_str(&value, "resourceVersion").unwrap_or("");
+            if leases::is_lease(info) && rv.is_empty() {
+                return Err(leases::resource_version_required(name));
+            }
+            Ok(value)
+        })
     }
 
     /// Applies an RFC 7386 merge patch to `name` (PATCH).
@@ -729,13 +741,16 @@ impl Store {
         let ns = Self::scope(&info, ns);
         let k = key(ns.as_deref(), name);
         let Some(old) = g.objects[idx].get(&k) else {
-            return Err(ApiError::not_found(&info.api.plural, name));
+            return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
         let mut value = make(old, &info)?;
         if !value.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request was in an unknown format",
             ));
+        }
+        if leases::is_lease(&info) {
+            leases::validate_times(&value)?;
         }
         match meta_str(&value, "name") {
             Some(n) if !n.is_empty() && n != name => {
@@ -755,7 +770,7 @@ impl Store {
         }
         match meta_str(&value, "resourceVersion") {
             Some(rv) if !rv.is_empty() && rv != old.obj.rv.to_string() => {
-                return Err(ApiError::conflict(&info.api.plural, name));
+                return Err(ApiError::conflict(&info.api.plural, name).with_group(&info.api.group));
             }
             _ => {}
         }
@@ -818,7 +833,7 @@ impl Store {
         let info = g.registry.list()[idx].clone();
         let k = key(Self::scope(&info, ns).as_deref(), name);
         let Some(old) = g.objects[idx].get(&k) else {
-            return Err(ApiError::not_found(&info.api.plural, name));
+            return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
         if let Some(p) = preconditions {
             let uid_ok = p
@@ -830,11 +845,11 @@ impl Store {
                 .and_then(Value::as_str)
                 .is_none_or(|r| r == old.obj.rv.to_string());
             if !uid_ok || !rv_ok {
-                return Err(ApiError::conflict(&info.api.plural, name));
+                return Err(ApiError::conflict(&info.api.plural, name).with_group(&info.api.group));
             }
         }
         let Some(old) = g.objects[idx].remove(&k) else {
-            return Err(ApiError::not_found(&info.api.plural, name));
+            return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
         g.rv += 1;
         let rv = g.rv;

@@ -77,7 +77,19 @@ impl Client {
     /// let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
     /// assert_eq!(client.default_namespace(), "default");
     /// ```
-    pub fn new(config: Config) -> Result<Client> {
+    pub fn new(mut config: Config) -> Result<Client> {
+        // User info in the server URL (`https://user:pass@host`) never goes on the wire in the
+        // request URL (nor, over HTTP/2, in `:authority`): it is taken out of the URL, and used
+        // where kubectl (Go's net/http) uses it, as basic credentials when no other is set.
+        if let Some((url, username, password)) = split_user_info(&config.cluster_url)? {
+            config.cluster_url = url;
+            if matches!(config.auth, Auth::None) {
+                config.auth = Auth::Basic {
+                    username,
+                    password: crate::config::Secret::new(password),
+                };
+            }
+        }
         let scheme = config.cluster_url.scheme_str().unwrap_or("");
         if scheme != "http" && scheme != "https" {
             return Err(Error::Config(format!(
@@ -92,6 +104,24 @@ impl Client {
                  or explicitly accept invalid certificates (insecure-skip-tls-verify)"
                     .into(),
             ));
+        }
+        if config.tls.accept_invalid_certs && !config.tls.root_certs.is_empty() {
+            // client-go refuses this too ("specifying a root certificates file with the insecure
+            // flag is not allowed"): one of the two settings is a mistake, and silently dropping
+            // the CA would turn off the verification its author asked for.
+            return Err(Error::Config(
+                "insecure-skip-tls-verify together with a certificate authority \
+                 (certificate-authority or certificate-authority-data): verification cannot be \
+                 both skipped and done with that CA; remove one of them"
+                    .into(),
+            ));
+        }
+        if config.tls.accept_invalid_certs && scheme == "https" {
+            tracing::warn!(
+                server = %redact_url(&config.cluster_url.to_string()),
+                "insecure-skip-tls-verify: the server's certificate is not verified; anyone on \
+                 the path can read and change the traffic, credentials included"
+            );
         }
         let tls = tls::client_config(&config.tls)?;
         let mut http = HttpConnector::new();
@@ -213,7 +243,7 @@ impl Client {
                     continue;
                 }
             }
-            return Err(error_from_response(resp).await);
+            return Err(error_from_response(resp, self.inner.config.body_stall_timeout).await);
         }
     }
 
@@ -281,9 +311,22 @@ impl Client {
     ) -> Result<Vec<u8>> {
         let timeout = self.inner.config.request_timeout;
         let what = format!("{method} {path_and_query}");
+        let stall = self.inner.config.body_stall_timeout;
         let fut = async {
             let resp = self.send(method, path_and_query, body).await?;
-            read_body(resp.into_body(), self.inner.config.max_response_bytes).await
+            read_body(
+                resp.into_body(),
+                self.inner.config.max_response_bytes,
+                stall,
+            )
+            .await
+            .map_err(|e| match e {
+                BodyError::Failed(e) => e,
+                BodyError::Stalled { received } => Error::Timeout(format!(
+                    "{what}: the response body stopped arriving ({received} bytes received, \
+                         then nothing for {stall:?}; the connection is given up)"
+                )),
+            })
         };
         tokio::time::timeout(timeout, fut)
             .await
@@ -291,48 +334,139 @@ impl Client {
     }
 }
 
+/// The URL without its user info, and the user name and password it held (percent-decoded);
+/// `None` when it holds none.
+fn split_user_info(url: &Uri) -> Result<Option<(Uri, String, String)>> {
+    let Some(authority) = url.authority() else {
+        return Ok(None);
+    };
+    let Some((user_info, host)) = authority.as_str().rsplit_once('@') else {
+        return Ok(None);
+    };
+    let (user, password) = user_info.split_once(':').unwrap_or((user_info, ""));
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let mut parts = url.clone().into_parts();
+    parts.authority = Some(host.parse().map_err(|e| {
+        Error::Config(format!("cluster URL {}: {e}", redact_url(&url.to_string())))
+    })?);
+    let stripped = Uri::from_parts(parts)
+        .map_err(|e| Error::Config(format!("cluster URL {}: {e}", redact_url(&url.to_string()))))?;
+    Ok(Some((stripped, decode(user), decode(password))))
+}
+
 fn basic_credentials(user: &str, password: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
 }
 
+/// Why [`read_body`] gave up.
+enum BodyError {
+    /// The body failed (transport error) or was too large.
+    Failed(Error),
+    /// No bytes came for the stall limit; `received` bytes had come before.
+    Stalled { received: usize },
+}
+
+/// Largest buffer reserved before the bytes that fill it arrive: a `Content-Length` is a claim,
+/// not bytes, so a server announcing 1 GiB and sending 10 bytes costs 64 KiB, not 1 GiB.
+const MAX_RESERVED_AHEAD: usize = 64 * 1024;
+
 /// Reads a whole body into one buffer, failing with [`Error::ResponseTooLarge`] past `limit`
-/// bytes (at once when the `Content-Length` says so). Each received chunk is appended and dropped,
-/// so the peak is the body plus one chunk, not the chunks plus a contiguous copy of them.
-async fn read_body(mut body: ResponseBody, limit: usize) -> Result<Vec<u8>> {
+/// bytes (at once when the `Content-Length` says so), and with [`BodyError::Stalled`] when no
+/// bytes come for `stall`. Each received chunk is appended and dropped, so the peak is the body
+/// plus one chunk, not the chunks plus a contiguous copy of them. The buffer grows as bytes
+/// arrive (never reserved more than [`MAX_RESERVED_AHEAD`] ahead of them), up to the announced
+/// length when there is one, so a truthful `Content-Length` still costs one buffer of its size.
+async fn read_body(
+    mut body: ResponseBody,
+    limit: usize,
+    stall: Duration,
+) -> std::result::Result<Vec<u8>, BodyError> {
     use hyper::body::Body as _;
     let announced = body.size_hint().lower();
     if announced > limit as u64 {
-        return Err(Error::ResponseTooLarge { limit });
+        return Err(BodyError::Failed(Error::ResponseTooLarge { limit }));
     }
-    // The announced length is within the limit, so this reservation is bounded by it.
-    let mut buf = Vec::with_capacity(announced as usize);
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Error::transport("reading response body", e))?;
+    let announced = announced as usize;
+    let mut buf = Vec::with_capacity(announced.min(MAX_RESERVED_AHEAD));
+    loop {
+        let frame = match tokio::time::timeout(stall, body.frame()).await {
+            Err(_) => {
+                return Err(BodyError::Stalled {
+                    received: buf.len(),
+                });
+            }
+            Ok(None) => return Ok(buf),
+            Ok(Some(frame)) => frame,
+        };
+        let frame =
+            frame.map_err(|e| BodyError::Failed(Error::transport("reading response body", e)))?;
         if let Ok(data) = frame.into_data() {
             if data.len() > limit - buf.len() {
-                return Err(Error::ResponseTooLarge { limit });
+                return Err(BodyError::Failed(Error::ResponseTooLarge { limit }));
+            }
+            let needed = buf.len() + data.len();
+            if needed > buf.capacity() && needed <= announced {
+                // Growing towards a truthful Content-Length: in steps, the last one exact.
+                let target = (buf.capacity() * 2).max(needed).min(announced);
+                buf.reserve_exact(target - buf.len());
             }
             buf.extend_from_slice(&data);
         }
     }
-    Ok(buf)
 }
 
 /// Turns a non-2xx response into an error: a `Status` body is decoded (410 becomes
-/// [`Error::Expired`]); anything else is reported as an excerpt.
-async fn error_from_response(resp: Response<ResponseBody>) -> Error {
+/// [`Error::Expired`]); anything else is reported as an excerpt. The body must be all there
+/// within `stall` of the head: if it is not, the error is built from the status code, the
+/// headers and what came of the body (the connection is given up), so a stalled `500` is still
+/// a retryable `500` and a stalled `403` still a `403`.
+async fn error_from_response(resp: Response<ResponseBody>, stall: Duration) -> Error {
     let code = resp.status().as_u16();
     let retry_after = resp
         .headers()
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u32>().ok());
-    let bytes = match read_body(resp.into_body(), MAX_ERROR_BODY).await {
-        Ok(b) => b,
-        Err(Error::ResponseTooLarge { .. }) => b"(error body too large)".to_vec(),
-        Err(e) => return e,
+    let mut body = resp.into_body();
+    let mut bytes = Vec::new();
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Error::transport("reading an error response", e))?;
+            if let Ok(data) = frame.into_data() {
+                let room = MAX_ERROR_BODY - bytes.len();
+                bytes.extend_from_slice(&data[..data.len().min(room)]);
+                if data.len() > room {
+                    return Err(Error::ResponseTooLarge {
+                        limit: MAX_ERROR_BODY,
+                    });
+                }
+            }
+        }
+        Ok(())
     };
+    match tokio::time::timeout(stall, read).await {
+        Ok(Ok(())) => {}
+        Ok(Err(Error::ResponseTooLarge { .. })) => bytes = b"(error body too large)".to_vec(),
+        Ok(Err(e)) => return e,
+        Err(_) => {
+            let note = format!(
+                " (the body stopped arriving after {} bytes; given up after {stall:?})",
+                bytes.len()
+            );
+            let mut e = error_from_body(code, retry_after, &bytes);
+            match &mut e {
+                Error::Http { excerpt, .. } => excerpt.push_str(&note),
+                Error::Api(s) | Error::Expired(s) => s.message.push_str(&note),
+                _ => {}
+            }
+            return e;
+        }
+    }
     error_from_body(code, retry_after, &bytes)
 }
 
@@ -368,6 +502,7 @@ pub(crate) fn error_from_body(code: u16, retry_after: Option<u32>, body: &[u8]) 
     Error::Http {
         code,
         excerpt: excerpt(body, 0, 200),
+        retry_after_seconds: retry_after,
     }
 }
 
@@ -658,7 +793,9 @@ mod tests {
             b"<html><body>\n<h1>502 Bad Gateway</h1></body></html>",
         );
         match e {
-            Error::Http { code: 502, excerpt } => assert!(excerpt.contains("502 Bad Gateway")),
+            Error::Http {
+                code: 502, excerpt, ..
+            } => assert!(excerpt.contains("502 Bad Gateway")),
             other => panic!("{other:?}"),
         }
     }

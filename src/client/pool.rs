@@ -559,6 +559,25 @@ impl HttpBody for ResponseBody {
     }
 }
 
+impl ResponseBody {
+    /// Whether the body comes over an HTTP/2 stream (else HTTP/1.1). Over HTTP/2 the connection's
+    /// pings find a dead peer ([`Config::http2_read_idle_timeout`](crate::Config)); HTTP/1.1 has
+    /// no ping, so a reader of a long-lived body must bound its silence itself.
+    ///
+    /// ```no_run
+    /// # async fn demo(api: informer::Api<informer::Pod>) -> informer::Result<()> {
+    /// let stream = api.watch(&informer::WatchParams::default()).await?;
+    /// println!("over HTTP/2: {}", stream.body().is_http2());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_http2(&self) -> bool {
+        matches!(
+            self.lease.as_ref().map(|l| &l.kind),
+            Some(LeaseKind::Http2(_))
+        )
+    }
+}
+
 impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(lease) = self.lease.as_mut() {

@@ -238,6 +238,12 @@ pub struct Config {
     /// request before it answers 504 itself). A request that times out here gives up its
     /// connection, so the retry never waits on the same dead socket.
     pub open_timeout: Duration,
+    /// Limit on a response body that stops arriving (default 30 s): a LIST body with no bytes for
+    /// this long, or an error response whose body is not all there this long after its head (a
+    /// `500` head, 40 bytes of its `Status`, then silence on an open socket), is given up and
+    /// its connection with it. A stalled LIST is an [`Error::Timeout`](crate::Error::Timeout)
+    /// (retryable); a stalled error body is the error its status code says, with what came of it.
+    pub body_stall_timeout: Duration,
     /// An HTTP/2 connection that received nothing for this long is sent a PING (default 30 s, like
     /// client-go's `HTTP2_READ_IDLE_TIMEOUT_SECONDS`); `None` turns the check off.
     pub http2_read_idle_timeout: Option<Duration>,
@@ -276,6 +282,7 @@ impl fmt::Debug for Config {
             .field("max_frame_bytes", &self.max_frame_bytes)
             .field("max_response_bytes", &self.max_response_bytes)
             .field("open_timeout", &self.open_timeout)
+            .field("body_stall_timeout", &self.body_stall_timeout)
             .field("http2_read_idle_timeout", &self.http2_read_idle_timeout)
             .field("http2_ping_timeout", &self.http2_ping_timeout)
             // `ProxyUrl`'s own Debug leaves its userinfo out.
@@ -296,6 +303,7 @@ impl Config {
             connect_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(300),
             open_timeout: Duration::from_secs(60),
+            body_stall_timeout: Duration::from_secs(30),
             http2_read_idle_timeout: Some(Duration::from_secs(30)),
             http2_ping_timeout: Duration::from_secs(15),
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,

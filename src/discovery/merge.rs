@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use smol_str::SmolStr;
 
-use super::snapshot::{Instance, InstanceMetadata, ServiceState, TopologyFilter};
+use super::snapshot::{Instance, InstanceHints, InstanceMetadata, ServiceState, TopologyFilter};
 use super::{DiscoveryOptions, IpFamilyPreference, MANAGED_BY_LABEL, OVER_CAPACITY_ANNOTATION};
 use crate::model::{
     EndpointAddress, EndpointPort, EndpointSlice, Endpoints, ForName, ObjectReference,
@@ -72,6 +72,8 @@ pub(crate) fn from_slices(slices: &[ObservedSlice], ctx: &MergeContext<'_>) -> M
             let pod = pod_of(ep.target_ref.as_ref(), ctx.namespace);
             let metadata = pod_metadata(pod.as_deref(), ctx);
             let hints = ep.hints.as_ref();
+            let for_zones = hints.map(|h| names(&h.for_zones)).unwrap_or_default();
+            let for_nodes = hints.map(|h| names(&h.for_nodes)).unwrap_or_default();
             let candidate = Candidate {
                 instance: Instance {
                     address,
@@ -84,10 +86,16 @@ pub(crate) fn from_slices(slices: &[ObservedSlice], ctx: &MergeContext<'_>) -> M
                     hostname: ep.hostname.clone(),
                     pod,
                     app_protocol: app_protocol.clone(),
+                    hints: (!for_zones.is_empty() || !for_nodes.is_empty()).then(|| {
+                        Box::new(InstanceHints {
+                            for_zones: for_zones.clone(),
+                            for_nodes: for_nodes.clone(),
+                        })
+                    }),
                     metadata,
                 },
-                for_zones: hints.map(|h| names(&h.for_zones)).unwrap_or_default(),
-                for_nodes: hints.map(|h| names(&h.for_nodes)).unwrap_or_default(),
+                for_zones,
+                for_nodes,
             };
             let name = slice.metadata.name.as_str();
             match unique.get(&(address, number)) {
@@ -179,6 +187,7 @@ fn endpoints_candidate(
             hostname: addr.hostname.clone(),
             pod,
             app_protocol: app_protocol.clone(),
+            hints: None,
             metadata,
         },
         for_zones: Vec::new(),
@@ -513,11 +522,18 @@ mod tests {
         let m = merge(vec![(s.clone(), 1)], &o);
         assert_eq!(m.topology, TopologyFilter::Node);
         assert_eq!(m.instances.len(), 1);
+        // The instance carries its hints.
+        let hints = m.instances[0].hints.as_deref().unwrap();
+        assert_eq!(
+            (&hints.for_zones[..], &hints.for_nodes[..]),
+            (&["z1".into()][..], &["n2".into()][..])
+        );
         // One endpoint without hints: no filtering.
         let partial = slice("b", v4(vec![json!({"addresses": ["10.0.0.9"]})], 80));
         let m = merge(vec![(s, 1), (partial, 2)], &o);
         assert_eq!(m.topology, TopologyFilter::None);
         assert_eq!(m.instances.len(), 4);
+        assert!(m.instances.iter().any(|i| i.hints.is_none()));
     }
 
     #[test]

@@ -71,8 +71,15 @@
 //! `addresses` are ready, `notReadyAddresses` not ready and not serving; the port is chosen by
 //! name per subset; `endpoints.kubernetes.io/over-capacity: truncated` sets
 //! [`Snapshot::truncated`] and logs a warning (the list was cut at 1000 addresses).
+//!
+//! # For RPC clients
+//! [`ServiceDiscovery::endpoint_changes`] turns a Service port's snapshots into an
+//! [`EndpointStream`] of inserts and removals of usable endpoints (inserts first), a plain
+//! stream; with the `tower` feature, [`EndpointStream::into_discover`] makes it tower's
+//! `Discover` for tower's balancers (and, forwarded, tonic's balance channel).
 
 mod cache;
+mod changes;
 mod compute;
 mod fallback;
 mod informers;
@@ -80,18 +87,23 @@ mod merge;
 mod persist;
 mod snapshot;
 mod subscribe;
+#[cfg(feature = "tower")]
+mod tower_discover;
 mod view;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use changes::{EndpointChange, EndpointSet, EndpointStream};
 pub use fallback::FetchError;
 pub use snapshot::{
-    Freshness, Instance, InstanceDiff, InstanceMetadata, ServiceState, Snapshot, TopologyFilter,
-    diff,
+    Freshness, Instance, InstanceDiff, InstanceHints, InstanceMetadata, ServiceState, Snapshot,
+    TopologyFilter, diff,
 };
 pub use subscribe::{Change, Subscription};
+#[cfg(feature = "tower")]
+pub use tower_discover::TowerDiscover;
 pub use view::{ServiceView, port_names};
 
 use crate::client::Client;
@@ -384,6 +396,22 @@ impl ServiceDiscovery {
     /// ```
     pub fn subscribe(&self, namespace: &str, service: &str, port: &str) -> Subscription {
         Subscription::new(self.cache.cell(namespace, service, port).subscribe())
+    }
+
+    /// The endpoint changes of a Service port for a load balancer: first an insert per usable
+    /// endpoint, then inserts, updates and removals as the snapshot changes, inserts before
+    /// removals (see [`EndpointStream`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
+    /// let mut changes = d.endpoint_changes("prod", "web", "grpc");
+    /// while let Some(change) = changes.next_change().await {
+    ///     println!("{change:?}");
+    /// }
+    /// # }
+    /// ```
+    pub fn endpoint_changes(&self, namespace: &str, service: &str, port: &str) -> EndpointStream {
+        EndpointStream::new(self.subscribe(namespace, service, port))
     }
 
     /// Whether the informers serving `namespace` finished their first list and handed it to

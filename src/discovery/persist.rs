@@ -139,12 +139,15 @@ pub(crate) enum Due {
 }
 
 /// Every `period`, asks `poll` what to do and writes the file when something changed, until
-/// `poll` says the cache is gone. The write runs on tokio's blocking pool.
+/// `poll` says the cache is gone. The write runs on tokio's blocking pool. A write that fails
+/// calls `failed`, which marks the cache changed again, so the next period tries again (a full
+/// disk or a missing folder is often fixed meanwhile) instead of waiting for the next change.
 pub(crate) fn spawn_saver(
     runtime: &tokio::runtime::Handle,
     path: PathBuf,
     period: Duration,
     poll: impl Fn() -> Due + Send + 'static,
+    failed: impl Fn() + Send + 'static,
 ) {
     runtime.spawn(async move {
         loop {
@@ -157,7 +160,8 @@ pub(crate) fn spawn_saver(
             let path = path.clone();
             let saved = crate::blocking::unblock(move || save(&path, &snapshots)).await;
             if let Err(e) = saved {
-                tracing::warn!(error = %e, "could not write the last-known-good file");
+                tracing::warn!(error = %e, "could not write the last-known-good file; retrying");
+                failed();
             }
         }
     });

@@ -87,6 +87,23 @@ pub enum TopologyFilter {
     Zone,
 }
 
+/// An endpoint's topology hints: the zones and nodes it should serve.
+///
+/// ```
+/// use informer::discovery::InstanceHints;
+/// let h = InstanceHints { for_zones: vec!["zone-a".into()], for_nodes: vec![] };
+/// assert_eq!(h.for_zones[0], "zone-a");
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceHints {
+    /// `hints.forZones[*].name`.
+    #[serde(default)]
+    pub for_zones: Vec<SmolStr>,
+    /// `hints.forNodes[*].name`.
+    #[serde(default)]
+    pub for_nodes: Vec<SmolStr>,
+}
+
 /// Pod metadata joined onto an instance (metadata-only Pod informer).
 ///
 /// ```
@@ -138,6 +155,11 @@ pub struct Instance {
     pub pod: Option<String>,
     /// The port's `appProtocol` (from the slice, else the Service port).
     pub app_protocol: Option<SmolStr>,
+    /// The endpoint's topology hints (`hints`), when it has any. Discovery already filters by
+    /// them ([`TopologyPreference`](super::TopologyPreference)); they are here for clients that
+    /// route by zone themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<Box<InstanceHints>>,
     /// Pod labels and annotations, when [`pod_metadata`](super::DiscoveryOptions::pod_metadata)
     /// is on and the Pod is cached.
     #[serde(default, with = "shared_metadata")]
@@ -185,6 +207,7 @@ impl Instance {
             hostname: None,
             pod: None,
             app_protocol: None,
+            hints: None,
             metadata: None,
         }
     }

@@ -20,10 +20,11 @@
 //! and go to sleep (a few instructions), never while it processes anything.
 //!
 //! # Room (back-pressure)
-//! `queued` counts the weight of inputs pushed and not yet popped (a producer adds before pushing,
-//! the consumer subtracts after popping). An async producer that must not overfill the inbox calls
-//! `wait_for_room`: it creates a `room.notified()` future, then reads `queued`, and sleeps only if
-//! it is still at capacity; the consumer calls `room_made` (`notify_waiters`) after every drain. No
+//! `queued` counts the weight of inputs pushed and not yet popped, and `queued_bytes` their bytes
+//! (a producer adds both before pushing, the consumer subtracts both after popping). An async
+//! producer that must not overfill the inbox calls `wait_for_room`: it creates a `room.notified()`
+//! future, then reads `queued` and `queued_bytes`, and sleeps only if either is still at its
+//! capacity; the consumer calls `room_made` (`notify_waiters`) after every drain. No
 //! lost wake-up: a `Notified` future sees every `notify_waiters` made after its creation, and its
 //! creation reads the notifier's state, which `notify_waiters` updates with release/acquire
 //! atomics; so either the notification comes after the creation (and wakes the producer), or the
@@ -64,6 +65,8 @@ pub(crate) struct Inbox<E> {
     notify: tokio::sync::Notify,
     /// Weight of the inputs pushed and not yet popped (see "Room").
     queued: AtomicUsize,
+    /// Bytes of the inputs pushed and not yet popped (see "Room").
+    queued_bytes: AtomicUsize,
     /// Producers waiting for room (see "Room").
     room: tokio::sync::Notify,
 }
@@ -78,16 +81,22 @@ impl<E> Inbox<E> {
             cond: Condvar::new(),
             notify: tokio::sync::Notify::new(),
             queued: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
             room: tokio::sync::Notify::new(),
         }
     }
 
-    /// Pushes an input and wakes a sleeping consumer. Never blocks unless the consumer is asleep, and
-    /// then only for the consumer's few-instruction critical section.
-    pub(crate) fn push(&self, input: E, weight: usize) {
-        // Relaxed: only `wait_for_room` reads it, as a bound that may be overshot (module docs).
+    /// Pushes an input of `weight` units and `bytes` bytes and wakes a sleeping consumer. Never
+    /// blocks unless the consumer is asleep, and then only for the consumer's few-instruction
+    /// critical section.
+    pub(crate) fn push(&self, input: E, weight: usize, bytes: usize) {
+        // Relaxed: only `wait_for_room` reads them, as bounds that may be overshot (module docs).
         self.queued
             .fetch_add(weight, std::sync::atomic::Ordering::Relaxed);
+        if bytes > 0 {
+            self.queued_bytes
+                .fetch_add(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
         #[cfg(informer_loom)]
         self.queue.lock().unwrap().push_back(input);
         #[cfg(not(informer_loom))]
@@ -106,23 +115,41 @@ impl<E> Inbox<E> {
         }
     }
 
-    /// Takes the oldest input, if any, and takes its `weight` off the queued total. Consumer only.
-    pub(crate) fn try_pop(&self, weight: impl Fn(&E) -> usize) -> Option<E> {
+    /// Takes the oldest input, if any, and takes its `weight` (units, bytes) off the queued
+    /// totals. Consumer only.
+    pub(crate) fn try_pop(&self, weight: impl Fn(&E) -> (usize, usize)) -> Option<E> {
         #[cfg(informer_loom)]
         let input = self.queue.lock().unwrap().pop_front()?;
         #[cfg(not(informer_loom))]
         let input = self.queue.pop()?;
+        let (units, bytes) = weight(&input);
         // Relaxed: see `push`; the wake-up of a waiting producer goes through `room_made`.
         self.queued
-            .fetch_sub(weight(&input), std::sync::atomic::Ordering::Relaxed);
+            .fetch_sub(units, std::sync::atomic::Ordering::Relaxed);
+        if bytes > 0 {
+            self.queued_bytes
+                .fetch_sub(bytes, std::sync::atomic::Ordering::Relaxed);
+        }
         Some(input)
     }
 
-    /// Waits until fewer than `capacity` units are queued, or `closed()` is true. Cancel-safe.
-    pub(crate) async fn wait_for_room(&self, capacity: usize, closed: impl Fn() -> bool) {
+    /// Whether fewer than `capacity` units and fewer than `byte_capacity` bytes are queued.
+    fn has_room(&self, capacity: usize, byte_capacity: usize) -> bool {
         use std::sync::atomic::Ordering::Relaxed;
-        // Fast path: room (Relaxed: a bound, module docs).
-        if self.queued.load(Relaxed) < capacity {
+        // Relaxed: bounds (module docs).
+        self.queued.load(Relaxed) < capacity && self.queued_bytes.load(Relaxed) < byte_capacity
+    }
+
+    /// Waits until fewer than `capacity` units and fewer than `byte_capacity` bytes are queued,
+    /// or `closed()` is true. Cancel-safe.
+    pub(crate) async fn wait_for_room(
+        &self,
+        capacity: usize,
+        byte_capacity: usize,
+        closed: impl Fn() -> bool,
+    ) {
+        // Fast path: room.
+        if self.has_room(capacity, byte_capacity) {
             return;
         }
         loop {
@@ -131,7 +158,7 @@ impl<E> Inbox<E> {
             // Created before the check: see "Room" in the module docs. (Relaxed suffices: the
             // notifier's state orders the consumer's subtraction before this read, or wakes us.)
             notified.as_mut().enable();
-            if self.queued.load(Relaxed) < capacity || closed() {
+            if self.has_room(capacity, byte_capacity) || closed() {
                 return;
             }
             notified.await;
@@ -155,6 +182,12 @@ impl<E> Inbox<E> {
     pub(crate) fn queued(&self) -> usize {
         // Relaxed: a bound that may be overshot (see "Room").
         self.queued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Bytes of the inputs pushed and not yet popped (approximate while pushes and pops run).
+    pub(crate) fn queued_bytes(&self) -> usize {
+        // Relaxed: a bound that may be overshot (see "Room").
+        self.queued_bytes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// How many pushes have completed (used for the approximate backlog in `len`).

@@ -17,8 +17,10 @@
 //!   resourceVersions are never equal. Relist tombstones are never dropped as stale.
 //! - Keys leave in the order they first became pending; later events do not move them.
 //! - A relist ([`DeltaFifo::begin_relist`], [`DeltaFifo::relist_page`]..., [`DeltaFifo::end_relist`])
-//!   yields nothing for unchanged objects (same key and resourceVersion as stored), Modified/Added for
-//!   changed ones and `Deleted(Tombstone)` for keys stored or pending but not listed. A listed object
+//!   yields nothing for unchanged objects (same key and resourceVersion as stored) nor for objects
+//!   older than the stored or pending ones (both versions integers: a listed object never moves a
+//!   key backwards), Modified/Added for changed ones and `Deleted(Tombstone)` for keys stored or
+//!   pending but not listed. A listed object
 //!   that is unchanged is swapped for the store's `Arc` by the producer, so a relist holds no second
 //!   copy of stored objects, even while the consumer lags.
 //! - [`DeltaFifo::has_synced`] turns true once every delta of the first complete list has been popped
@@ -64,9 +66,13 @@
 //! never find it, so without a bound a large list would cost its size twice.
 //!
 //! # Back-pressure
-//! [`DeltaFifo::push_raw`] and [`DeltaFifo::relist_page_async`] wait while the inbox holds
-//! [`DeltaFifo::capacity`] or more undrained objects, so a consumer that falls behind slows the watch
-//! reader and the unread stream waits in the socket, not in memory. Everything the consumer drains
+//! [`DeltaFifo::push_raw`], [`DeltaFifo::relist_raw_page`] and [`DeltaFifo::relist_page_async`]
+//! wait while the inbox holds [`DeltaFifo::capacity`] or more undrained objects, or 16 MiB or more
+//! of their JSON (the bytes they were received as), so a consumer that falls behind slows the
+//! watch reader and the unread stream waits in the socket, not in memory. The byte bound is what
+//! holds for large objects: 1024 events of 16 MiB frames are 16 GiB. A streaming list's page goes
+//! to the fifo at 4 MiB of JSON, whatever its page size, so the one input by which a push can
+//! overshoot these bounds stays small too. Everything the consumer drains
 //! is coalesced into at most one entry per key, so memory is O(keys) + capacity whatever the ratio
 //! of producer to consumer speed. The synchronous pushes ([`DeltaFifo::push`] and the relist calls)
 //! never wait, for callers that are not async; they count against the capacity all the same.
@@ -82,8 +88,9 @@
 //!
 //! # Bounds
 //! - The coalesced state is O(distinct keys).
-//! - Inputs not yet drained: at most the capacity (default 1024 objects) for the async pushes (see
-//!   Back-pressure); [`FifoMetrics::backlog`] exposes them.
+//! - Inputs not yet drained: at most the capacity (default 1024 objects) and 16 MiB of JSON for
+//!   the async pushes, plus one input (see Back-pressure); [`FifoMetrics::backlog`] and
+//!   [`FifoMetrics::backlog_bytes`] expose them.
 //! - A drain takes at most 4096 inputs when nothing is pending, so a fast producer cannot keep the
 //!   consumer draining for ever. While keys are pending it takes at most sixteen inputs per pop
 //!   since the last drain and at most 512 KiB of raw JSON, so pops go on under a flood while a
@@ -175,22 +182,38 @@ pub(crate) const PRODUCER_DECODE_BUDGET: usize = 8 << 20;
 /// The default [`DeltaFifo::capacity`]: undrained objects at which the async pushes wait.
 pub(crate) const DEFAULT_CAPACITY: usize = 1024;
 
+/// The JSON bytes of undrained inputs at which the async pushes wait, beside the capacity's
+/// count (see "Back-pressure"): 1024 events of 16 MiB frames would otherwise be 16 GiB. 16 MiB
+/// is 1024 events of 16 KiB: events of ordinary objects (1-5 KB) meet the count first, so their
+/// throughput is as before.
+pub(crate) const INBOX_BYTES: usize = 16 << 20;
+
+/// A streaming list's page of raw objects goes to the fifo once it holds this much JSON, even
+/// if it is short of the page size: the async pushes can overshoot the inbox's bounds by one
+/// input, and a page of 500 large objects would be hundreds of megabytes. Pages of ordinary
+/// objects (500 of 5 KB: 2.5 MB) stay whole.
+pub(crate) const PAGE_BYTES: usize = 4 << 20;
+
 /// Raw producer input, in push order.
 enum Input<T> {
     Event(Change<T>),
     BeginRelist,
-    Page(Vec<Held<T>>),
+    /// Listed objects, and the JSON bytes they were received as (raw or decoded by the producer
+    /// since; 0 for objects given decoded).
+    Page(Vec<Held<T>>, usize),
     EndRelist,
     Bookmark(String),
     Close,
 }
 
-impl<T> Input<T> {
-    /// What the input counts against the capacity: its objects (at least 1).
-    fn weight(&self) -> usize {
+impl<T: Object> Input<T> {
+    /// What the input counts against the capacity: its objects (at least 1), and against the
+    /// byte capacity: the JSON bytes of its objects as received (see "Back-pressure").
+    fn weight(&self) -> (usize, usize) {
         match self {
-            Input::Page(items) => items.len().max(1),
-            _ => 1,
+            Input::Page(items, bytes) => (items.len().max(1), *bytes),
+            Input::Event(change) => (1, change.held().raw_bytes()),
+            _ => (1, 0),
         }
     }
 }
@@ -206,14 +229,22 @@ impl<T> Input<T> {
 pub struct FifoMetrics {
     /// Events and listed objects the consumer has taken in.
     pub received: u64,
+    /// Watch events among `received` (listed objects aside): what came after a list, counted
+    /// without reference to when anybody observed the sync.
+    pub events: u64,
     /// Inputs merged into an already pending delta.
     pub coalesced: u64,
     /// Inputs dropped as duplicates or stale (including unchanged relisted objects).
     pub dropped_stale: u64,
-    /// Keys pending, as of the consumer's last drain.
+    /// Keys pending, as of the consumer's last drain, plus the one handed out while its
+    /// [`Popped`] is alive (applied and notified, not yet dropped): 0 means everything taken in
+    /// has been processed.
     pub depth: usize,
     /// Raw inputs pushed but not yet drained by the consumer (approximate while pushes run).
     pub backlog: usize,
+    /// JSON bytes of the objects in those inputs (raw or decoded by the producer; objects given
+    /// decoded count 0): the async pushes wait at 16 MiB (see the module docs' "Back-pressure").
+    pub backlog_bytes: usize,
     /// Watch events taken in as raw JSON ([`DeltaFifo::push_raw`]).
     pub raw_received: u64,
     /// Raw events decoded into `T` because they were handed out.
@@ -245,6 +276,7 @@ struct Shared<T> {
     synced_notify: tokio::sync::Notify,
     drained: AtomicUsize,
     received: AtomicU64,
+    events: AtomicU64,
     coalesced: AtomicU64,
     dropped_stale: AtomicU64,
     raw_received: AtomicU64,
@@ -296,7 +328,7 @@ pub(crate) fn apply_transform<T>(transform: &Transform<T>, obj: T) -> Result<T, 
 /// fifo.push(Delta::Added(Arc::new(p.clone())));
 /// p.metadata.resource_version = "2".into();
 /// fifo.push(Delta::Modified(Arc::new(p)));
-/// let popped = consumer.pop().unwrap();
+/// let popped = consumer.blocking_pop().unwrap();
 /// assert!(matches!(popped.deltas()[..], [Delta::Added(ref o)] if o.metadata.resource_version == "2"));
 /// ```
 pub struct DeltaFifo<T> {
@@ -352,6 +384,7 @@ impl<T: Object> DeltaFifo<T> {
             synced_notify: tokio::sync::Notify::new(),
             drained: AtomicUsize::new(0),
             received: AtomicU64::new(0),
+            events: AtomicU64::new(0),
             coalesced: AtomicU64::new(0),
             dropped_stale: AtomicU64::new(0),
             raw_received: AtomicU64::new(0),
@@ -371,6 +404,7 @@ impl<T: Object> DeltaFifo<T> {
             pops_since_drain: 0,
             decode_failed_since_relist: false,
             held: None,
+            handed_out: false,
         };
         (DeltaFifo { shared }, consumer)
     }
@@ -400,17 +434,18 @@ impl<T: Object> DeltaFifo<T> {
         if self.shared.closed.load(Ordering::Relaxed) {
             return false;
         }
-        let weight = input.weight();
-        self.shared.inbox.push(input, weight);
+        let (weight, bytes) = input.weight();
+        self.shared.inbox.push(input, weight, bytes);
         true
     }
 
-    /// Waits while the inbox holds `capacity` or more objects (or until the fifo closes).
+    /// Waits while the inbox holds `capacity` or more objects, or [`INBOX_BYTES`] or more of their
+    /// JSON (or until the fifo closes).
     async fn room(&self) {
         let closed = || self.shared.closed.load(Ordering::Relaxed);
         self.shared
             .inbox
-            .wait_for_room(self.shared.capacity, closed)
+            .wait_for_room(self.shared.capacity, INBOX_BYTES, closed)
             .await;
     }
 
@@ -499,6 +534,7 @@ impl<T: Object> DeltaFifo<T> {
     pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
         let mut key = String::new();
         let mut page = Vec::with_capacity(items.len());
+        let bytes = items.iter().map(|raw| raw.json().len()).sum();
         // JSON decoded here since this task last yielded (see "Listed objects decoded by the
         // producer").
         let mut decoded_bytes = 0;
@@ -531,7 +567,7 @@ impl<T: Object> DeltaFifo<T> {
             }
         }
         self.room().await;
-        self.send(Input::Page(page))
+        self.send(Input::Page(page, bytes))
     }
 
     /// Whether the producer may decode `len` more bytes of this relist's JSON (counted either way).
@@ -609,7 +645,7 @@ impl<T: Object> DeltaFifo<T> {
     /// fifo.relist_page(vec![Arc::new(Pod::default())]);
     /// fifo.end_relist();
     /// assert!(!fifo.has_synced());
-    /// drop(consumer.pop().unwrap()); // processed
+    /// drop(consumer.blocking_pop().unwrap()); // processed
     /// assert!(fifo.has_synced());
     /// ```
     pub fn begin_relist(&self) -> bool {
@@ -637,7 +673,10 @@ impl<T: Object> DeltaFifo<T> {
                 }
             }
         }
-        self.send(Input::Page(items.into_iter().map(Held::Decoded).collect()))
+        self.send(Input::Page(
+            items.into_iter().map(Held::Decoded).collect(),
+            0,
+        ))
     }
 
     /// Ends the running relist: keys stored or pending but not listed are deleted with a tombstone.
@@ -677,12 +716,12 @@ impl<T: Object> DeltaFifo<T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// fifo.close();
-    /// assert!(consumer.pop().is_none());
+    /// assert!(consumer.blocking_pop().is_none());
     /// ```
     pub fn close(&self) {
         // Relaxed: see `send`. The wake-up is carried by the `Close` input itself.
         if !self.shared.closed.swap(true, Ordering::Relaxed) {
-            self.shared.inbox.push(Input::Close, 1);
+            self.shared.inbox.push(Input::Close, 1, 0);
             // Producers waiting for room must see `closed` now.
             self.shared.inbox.room_made();
         }
@@ -766,6 +805,7 @@ impl<T: Object> DeltaFifo<T> {
         // Relaxed throughout: statistics, each written by the consumer alone.
         FifoMetrics {
             received: s.received.load(Ordering::Relaxed),
+            events: s.events.load(Ordering::Relaxed),
             coalesced: s.coalesced.load(Ordering::Relaxed),
             dropped_stale: s.dropped_stale.load(Ordering::Relaxed),
             depth: s.depth.load(Ordering::Relaxed),
@@ -773,6 +813,7 @@ impl<T: Object> DeltaFifo<T> {
                 .inbox
                 .pushed()
                 .saturating_sub(s.drained.load(Ordering::Relaxed)),
+            backlog_bytes: s.inbox.queued_bytes(),
             raw_received: s.raw_received.load(Ordering::Relaxed),
             decoded: s.decoded.load(Ordering::Relaxed),
             // Each raw event is decoded, still pending (at most two per pending key), failed, or
@@ -805,6 +846,8 @@ pub struct FifoConsumer<T> {
     decode_failed_since_relist: bool,
     /// An input taken from the inbox and held back until the first list is out (see "First sync").
     held: Option<Input<T>>,
+    /// A `Popped` is alive: counted in the published depth until it is dropped.
+    handed_out: bool,
 }
 
 /// A popped key: its one or two deltas, in order. Dropping it marks it processed (for
@@ -818,7 +861,7 @@ pub struct FifoConsumer<T> {
 /// let store = Arc::new(Writer::<Pod>::new());
 /// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
 /// fifo.push(Delta::Added(Arc::new(Pod::default())));
-/// let popped = consumer.pop().unwrap();
+/// let popped = consumer.blocking_pop().unwrap();
 /// for d in popped.deltas() {
 ///     let _old = store.apply(d);
 /// }
@@ -847,7 +890,7 @@ impl<T: Object> Popped<'_, T> {
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// # let mut p = Pod::default(); p.metadata.name = "a".into();
     /// fifo.push(Delta::Added(Arc::new(p)));
-    /// assert_eq!(consumer.pop().unwrap().key(), "a");
+    /// assert_eq!(consumer.blocking_pop().unwrap().key(), "a");
     /// ```
     pub fn key(&self) -> &str {
         &self.key
@@ -859,7 +902,7 @@ impl<T: Object> Popped<'_, T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// fifo.push(Delta::Added(Arc::new(Pod::default())));
-    /// assert_eq!(consumer.pop().unwrap().deltas().len(), 1);
+    /// assert_eq!(consumer.blocking_pop().unwrap().deltas().len(), 1);
     /// ```
     pub fn deltas(&self) -> &[Delta<T>] {
         match &self.deltas {
@@ -876,7 +919,7 @@ impl<T: Object> Popped<'_, T> {
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// fifo.begin_relist();
     /// fifo.relist_page(vec![Arc::new(Pod::default())]);
-    /// assert!(consumer.pop().unwrap().in_initial_list());
+    /// assert!(consumer.blocking_pop().unwrap().in_initial_list());
     /// ```
     pub fn in_initial_list(&self) -> bool {
         self.initial
@@ -893,7 +936,7 @@ impl<T: Object> Popped<'_, T> {
     /// let mut p = Pod::default();
     /// (p.metadata.name, p.metadata.resource_version) = ("a".into(), "7".into());
     /// fifo.push(Delta::Added(Arc::new(p)));
-    /// assert_eq!(consumer.pop().unwrap().caught_up_resource_version(), Some("7"));
+    /// assert_eq!(consumer.blocking_pop().unwrap().caught_up_resource_version(), Some("7"));
     /// ```
     pub fn caught_up_resource_version(&self) -> Option<&str> {
         self.caught_up.as_deref()
@@ -902,10 +945,15 @@ impl<T: Object> Popped<'_, T> {
 
 impl<T: Object> Drop for Popped<'_, T> {
     fn drop(&mut self) {
+        self.consumer.handed_out = false;
         if self.initial {
             let p = &mut self.consumer.pending;
             p.initial_outstanding -= 1;
             self.consumer.publish();
+        } else {
+            // Relaxed: a statistic, single writer (see `publish`).
+            let depth = self.consumer.pending.len();
+            self.consumer.shared.depth.store(depth, Ordering::Relaxed);
         }
     }
 }
@@ -976,7 +1024,7 @@ impl<T: Object> FifoConsumer<T> {
                     self.bookmark_unreported = true;
                 }
                 Input::BeginRelist => self.pending.begin_relist(),
-                Input::Page(items) => {
+                Input::Page(items, _) => {
                     for mut obj in items {
                         bytes += obj.raw_bytes();
                         obj.own_bytes();
@@ -1009,12 +1057,14 @@ impl<T: Object> FifoConsumer<T> {
         let (s, p) = (&self.shared, &self.pending);
         // Relaxed: statistics, single writer (this consumer).
         s.received.store(p.counters.received, Ordering::Relaxed);
+        s.events.store(p.counters.events, Ordering::Relaxed);
         s.coalesced.store(p.counters.coalesced, Ordering::Relaxed);
         s.dropped_stale
             .store(p.counters.dropped_stale, Ordering::Relaxed);
         s.raw_received
             .store(p.counters.raw_received, Ordering::Relaxed);
-        s.depth.store(p.len(), Ordering::Relaxed);
+        s.depth
+            .store(p.len() + usize::from(self.handed_out), Ordering::Relaxed);
         s.pending_raw_bytes.store(p.raw_bytes(), Ordering::Relaxed);
         // Release: everything this consumer did before (store writes while processing the first
         // list) happens-before a `has_synced` Acquire load that reads `true`. Relaxed load: this
@@ -1053,6 +1103,7 @@ impl<T: Object> FifoConsumer<T> {
         }
         let caught_up = settled && !self.decode_failed_since_relist && !self.newest_rv.is_empty();
         let caught_up = caught_up.then(|| self.newest_rv.clone());
+        self.handed_out = true;
         self.publish();
         Some(Popped {
             consumer: self,
@@ -1065,6 +1116,12 @@ impl<T: Object> FifoConsumer<T> {
 
     /// The delta handed out for `change`, decoding (and transforming) a raw object; `None` if it is
     /// not a valid `T`, which is counted and reported to the producer.
+    ///
+    /// A relist tombstone whose last known state (a pending watch event's object) does not decode
+    /// is a deletion all the same: it goes out with the stored object as its last known state, or
+    /// not at all if nothing is stored under its key (then there is nothing to delete). Either way
+    /// the failure is counted, not reported: the key is gone from the server, so a relist would
+    /// not bring it back.
     fn resolve(&mut self, change: Change<T>) -> Option<Delta<T>> {
         let shared = &self.shared;
         let mut decode = |raw: RawObject| {
@@ -1073,23 +1130,30 @@ impl<T: Object> FifoConsumer<T> {
             shared.decoded.fetch_add(1, Ordering::Relaxed);
             Ok::<_, Error>(obj)
         };
-        match change.into_delta(&mut decode) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                tracing::warn!(error = %e, "a watch event's object does not decode; the store missed it until the next relist");
-                self.decode_failed_since_relist = true;
-                shared.decode_errors.fetch_add(1, Ordering::Relaxed);
-                let mut slot = shared
-                    .decode_error
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner());
-                slot.get_or_insert(e);
-                // Relaxed: see `take_decode_error`; the error was stored under the mutex first.
-                shared.decode_failed.store(true, Ordering::Relaxed);
-                shared.decode_notify.notify_one();
-                None
-            }
+        let tombstone_key = change.tombstone_key().map(str::to_owned);
+        let e = match change.into_delta(&mut decode) {
+            Ok(d) => return Some(d),
+            Err(e) => e,
+        };
+        if let Some(key) = tombstone_key {
+            tracing::debug!(error = %e, key, "a deleted key's last known state does not decode; deleting it with the stored one");
+            // Relaxed: a counter, single writer.
+            shared.decode_errors.fetch_add(1, Ordering::Relaxed);
+            let last_known = shared.known.get_by_key(&key)?;
+            return Some(Delta::Deleted(DeletedObject::Tombstone { key, last_known }));
         }
+        tracing::warn!(error = %e, "a watch event's object does not decode; the store missed it until the next relist");
+        self.decode_failed_since_relist = true;
+        shared.decode_errors.fetch_add(1, Ordering::Relaxed);
+        let mut slot = shared
+            .decode_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        slot.get_or_insert(e);
+        // Relaxed: see `take_decode_error`; the error was stored under the mutex first.
+        shared.decode_failed.store(true, Ordering::Relaxed);
+        shared.decode_notify.notify_one();
+        None
     }
 
     /// Drains the inbox if nothing is pending or [`POPS_PER_DRAIN`] pops went by since the last
@@ -1114,8 +1178,8 @@ impl<T: Object> FifoConsumer<T> {
         self.take()
     }
 
-    /// Pops the oldest pending key, blocking the thread while nothing is pending. `None` once the
-    /// fifo is closed and everything pushed before was popped.
+    /// Like [`pop`](Self::pop), blocking the thread while nothing is pending (for a consumer on a
+    /// thread of its own; tokio's channels name theirs alike: `recv`, `try_recv`, `blocking_recv`).
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
@@ -1125,11 +1189,11 @@ impl<T: Object> FifoConsumer<T> {
     ///     fifo.close();
     /// });
     /// let mut n = 0;
-    /// while let Some(_p) = consumer.pop() { n += 1; }
+    /// while let Some(_p) = consumer.blocking_pop() { n += 1; }
     /// assert_eq!(n, 1);
     /// producer.join().unwrap();
     /// ```
-    pub fn pop(&mut self) -> Option<Popped<'_, T>> {
+    pub fn blocking_pop(&mut self) -> Option<Popped<'_, T>> {
         loop {
             self.drain_if_due();
             if self.ready() {
@@ -1147,18 +1211,20 @@ impl<T: Object> FifoConsumer<T> {
         }
     }
 
-    /// Like [`pop`](Self::pop), waiting asynchronously. Cancel-safe: dropping the future loses
-    /// nothing.
+    /// Pops the oldest pending key, waiting while nothing is pending. `None` once the fifo is
+    /// closed and everything pushed before was popped. Cancel-safe: dropping the future loses
+    /// nothing. [`try_pop`](Self::try_pop) never waits; [`blocking_pop`](Self::blocking_pop)
+    /// blocks the thread instead.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// tokio::spawn(async move { fifo.push(Delta::Added(Arc::new(Pod::default()))); });
-    /// assert!(consumer.pop_async().await.is_some());
+    /// assert!(consumer.pop().await.is_some());
     /// # });
     /// ```
-    pub async fn pop_async(&mut self) -> Option<Popped<'_, T>> {
+    pub async fn pop(&mut self) -> Option<Popped<'_, T>> {
         loop {
             self.drain_if_due();
             if self.ready() {

@@ -2,9 +2,8 @@
 //! bookkeeping and the has-synced count. Single-threaded: only the one consumer touches it.
 //!
 //! Invariants:
-//! - every key in `map` has exactly one live entry in `order`, the one whose sequence number equals
-//!   the entry's `seq`; other entries of `order` are dead and skipped (and compacted away when they
-//!   outnumber live ones, so `order` stays O(keys));
+//! - keys leave in the order they became pending (a [`KeyedQueue`], O(keys pending) whatever
+//!   came and went); a change merged into a pending key keeps its place;
 //! - an entry holds one change, or a deletion followed by `Added(y)` (a re-create with a new uid);
 //!   the second slot is always `Added`;
 //! - `initial_outstanding` counts entries with `initial == true`;
@@ -13,11 +12,12 @@
 //! - a watch event's object stays raw JSON ([`Held::Raw`]) while it is pending: it is decoded when
 //!   its key is handed out, so an event replaced by a newer one is never decoded.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{DeletedObject, Delta, KnownObjects};
 use crate::key_hash::KeyHasher;
+use crate::keyed_queue::KeyedQueue;
 use crate::model::Object;
 use crate::watch::RawObject;
 
@@ -143,6 +143,14 @@ impl<T: Object> Change<T> {
         self.held().resource_version()
     }
 
+    /// A relist tombstone's key (`None` for other changes).
+    pub(super) fn tombstone_key(&self) -> Option<&str> {
+        match self {
+            Change::Tombstone(t) => Some(&t.key),
+            _ => None,
+        }
+    }
+
     pub(super) fn is_tombstone(&self) -> bool {
         matches!(self, Change::Tombstone { .. })
     }
@@ -190,7 +198,6 @@ pub(super) struct Entry<T> {
     pub(super) first: Change<T>,
     /// Boxed: only a deletion followed by a re-create with a new uid fills it.
     pub(super) second: Option<Box<Change<T>>>,
-    seq: u64,
     pub(super) initial: bool,
 }
 
@@ -211,6 +218,8 @@ impl<T: Object> Entry<T> {
 #[derive(Default, Clone, Copy)]
 pub(super) struct Counters {
     pub(super) received: u64,
+    /// Watch events among `received` (listed objects aside).
+    pub(super) events: u64,
     pub(super) coalesced: u64,
     pub(super) dropped_stale: u64,
     /// Watch events taken in as raw JSON (decoded only if they survive).
@@ -218,9 +227,7 @@ pub(super) struct Counters {
 }
 
 pub(super) struct Pending<T> {
-    map: HashMap<Arc<str>, Entry<T>, KeyHasher>,
-    order: VecDeque<(u64, Arc<str>)>,
-    next_seq: u64,
+    map: KeyedQueue<Entry<T>>,
     /// Keys listed so far by the running relist, if one is running.
     relist: Option<HashSet<Arc<str>, KeyHasher>>,
     pub(super) first_list_done: bool,
@@ -250,9 +257,7 @@ fn rv_stale(new: &str, old: &str) -> bool {
 impl<T: Object> Pending<T> {
     pub(super) fn new() -> Self {
         Pending {
-            map: HashMap::with_hasher(KeyHasher::new()),
-            order: VecDeque::new(),
-            next_seq: 0,
+            map: KeyedQueue::new(),
             relist: None,
             first_list_done: false,
             initial_outstanding: 0,
@@ -274,35 +279,21 @@ impl<T: Object> Pending<T> {
 
     /// Takes the entry of the key that became pending first.
     pub(super) fn pop_front(&mut self) -> Option<(Arc<str>, Entry<T>)> {
-        while let Some((seq, key)) = self.order.pop_front() {
-            if self.map.get(&key).is_some_and(|e| e.seq == seq) {
-                let entry = self.map.remove(&key)?;
-                self.raw_bytes -= entry.raw_bytes();
-                return Some((key, entry));
-            }
-        }
-        None
+        let (key, entry) = self.map.pop_front()?;
+        self.raw_bytes -= entry.raw_bytes();
+        Some((key, entry))
     }
 
     fn insert_new(&mut self, key: Arc<str>, change: Change<T>) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.order.push_back((seq, key.clone()));
         self.raw_bytes += change.held().raw_bytes();
-        self.map.insert(
+        self.map.push_back(
             key,
             Entry {
                 first: change,
                 second: None,
-                seq,
                 initial: false,
             },
         );
-        if self.order.len() > 64 && self.order.len() > 2 * self.map.len() {
-            let map = &self.map;
-            self.order
-                .retain(|(s, k)| map.get(k).is_some_and(|e| e.seq == *s));
-        }
     }
 
     fn remove_entry(&mut self, key: &str) {
@@ -330,6 +321,7 @@ impl<T: Object> Pending<T> {
     /// A watch event: drops it if stale, else coalesces it (docs/informer-design.md §4).
     pub(super) fn event(&mut self, change: Change<T>, known: &dyn KnownObjects<T>) {
         self.counters.received += 1;
+        self.counters.events += 1;
         self.counters.raw_received += change.held().raw();
         let mut key = std::mem::take(&mut self.key_buf);
         change.write_key(&mut key);
@@ -418,7 +410,7 @@ impl<T: Object> Pending<T> {
 
     /// Starts a relist (restarting one that was abandoned mid-way).
     pub(super) fn begin_relist(&mut self) {
-        self.relist = Some(HashSet::with_hasher(*self.map.hasher()));
+        self.relist = Some(HashSet::with_hasher(self.map.hasher()));
     }
 
     /// One listed object of the running relist.
@@ -433,12 +425,14 @@ impl<T: Object> Pending<T> {
             k
         };
         self.relist
-            .get_or_insert_with(|| HashSet::with_hasher(*self.map.hasher()))
+            .get_or_insert_with(|| HashSet::with_hasher(self.map.hasher()))
             .insert(key.clone());
         match self.map.get(&key) {
             None => match known.get_by_key(&key) {
-                // Unchanged: nothing to do, and the store keeps its value.
-                Some(s) if rv_equal(&s.meta().resource_version, obj.resource_version()) => {
+                // Unchanged: nothing to do, and the store keeps its value. Older than the stored
+                // object (a list served by a cache that is behind what the store has seen, such
+                // as a LIST at "0" after a cut streaming list): never move the key backwards.
+                Some(s) if rv_stale(obj.resource_version(), &s.meta().resource_version) => {
                     self.counters.dropped_stale += 1;
                 }
                 Some(_) => self.insert_new(key.clone(), Change::Modified(obj)),
@@ -466,9 +460,9 @@ impl<T: Object> Pending<T> {
         let listed = self
             .relist
             .take()
-            .unwrap_or_else(|| HashSet::with_hasher(*self.map.hasher()));
+            .unwrap_or_else(|| HashSet::with_hasher(self.map.hasher()));
         let mut gone: Vec<Arc<str>> = Vec::new();
-        for (key, e) in &self.map {
+        for (key, e) in self.map.iter() {
             if !listed.contains(key) && !e.last().is_deletion() {
                 gone.push(key.clone());
             }

@@ -57,7 +57,7 @@ mod block;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::error::{Error, Result, excerpt};
+use crate::error::{Error, Result, redacted_excerpt};
 
 /// The default limit on one frame: 16 MiB, as client-go's streaming decoder (X14).
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 << 20;
@@ -196,7 +196,7 @@ impl FrameDecoder {
                 } else {
                     Error::Decode {
                         offset: self.offset + at as u64,
-                        excerpt: excerpt(&self.buf[..at], at.saturating_sub(60), 60),
+                        excerpt: redacted_excerpt(&self.buf[..at], at.saturating_sub(60), 60),
                         message: "a string holds a raw newline (or never closes before the end of \
                                   its line); the value is dropped"
                             .into(),

@@ -2,7 +2,7 @@
 //! (client-go's `SharedInformerFactory`).
 //!
 //! Invariants: the factory builds its informers with the same builder as [`Informer::new`] (so a
-//! transform, the selectors and the stamping of `DynamicObject`s apply alike), and two requests
+//! transform, the selectors and the stamping of `JsonObject`s and `DynamicObject`s apply alike), and two requests
 //! share an informer exactly when their keys are equal: same object type, resource, namespace
 //! (none for a cluster-scoped resource), effective label and field selectors, and the same
 //! transform (the same `Arc`, compared by address; the entry keeps it alive so the address is never
@@ -16,7 +16,7 @@ use super::Informer;
 use super::dynamic::api_for;
 use crate::client::Client;
 use crate::fifo::Transform;
-use crate::model::DynamicObject;
+use crate::model::JsonObject;
 use crate::reflector::ReflectorOptions;
 use crate::{ApiResource, Object, Resource};
 
@@ -162,9 +162,10 @@ impl InformerFactory {
     }
 
     /// The shared informer of any resource in one namespace or all (client-go's dynamic factory
-    /// `ForResource`), as `DynamicObject`s stamped with `apiVersion` and `kind` like
+    /// `ForResource`), as [`JsonObject`]s stamped with `apiVersion` and `kind` like
     /// [`Informer::dynamic`]'s. For selectors or a transform, use
-    /// [`informer_with`](Self::informer_with) with `DynamicObject`: it stamps them too.
+    /// [`informer_with`](Self::informer_with) with `JsonObject` (or `DynamicObject`): it stamps
+    /// them too.
     ///
     /// ```no_run
     /// # async fn demo(client: informer::Client) -> informer::Result<()> {
@@ -176,11 +177,7 @@ impl InformerFactory {
     /// # let _ = inf;
     /// # Ok(()) }
     /// ```
-    pub fn dynamic(
-        &self,
-        resource: &ApiResource,
-        namespace: Option<&str>,
-    ) -> Informer<DynamicObject> {
+    pub fn dynamic(&self, resource: &ApiResource, namespace: Option<&str>) -> Informer<JsonObject> {
         self.informer_with(InformerRequest::new(resource.clone()).namespace(namespace))
     }
 

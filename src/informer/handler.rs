@@ -21,13 +21,13 @@
 //! `kwatch --until-synced` prints the list and nothing newer. One case needs three notifications (an
 //! initial add, a delete, a re-create): the re-created object then stands in for the listed one.
 
-use std::collections::{HashMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::panic_message;
 use crate::fifo::DeletedObject;
+use crate::keyed_queue::KeyedQueue;
 use crate::reflector::{ErrorCallback, report};
 use crate::thread_pool::ThreadPool;
 use crate::{Error, Object};
@@ -192,22 +192,11 @@ impl<T> Entry<T> {
     }
 }
 
-/// A key's waiting notifications, and the sequence number of its live place in `order`.
-struct Waiting<T> {
-    seq: u64,
-    entry: Entry<T>,
-}
-
-/// A handler's queue: keys in the order they first became pending, one entry per key.
-///
-/// Invariant: every key of `waiting` has exactly one live place in `order`, the one whose sequence
-/// number equals its `seq`; other places are dead (their key's notifications cancelled out, or it
-/// became pending again later) and are skipped, and compacted away once they outnumber the live
-/// ones. So a stalled handler holds O(keys with something waiting), however many keys came and went.
+/// A handler's queue: keys in the order they first became pending (a [`KeyedQueue`]), one entry
+/// per key, merged by the table of the module docs. A key whose notifications cancel out leaves the
+/// queue, so a stalled handler holds O(keys with something waiting), however many keys came and went.
 pub(crate) struct Queue<T> {
-    order: VecDeque<(u64, Arc<str>)>,
-    waiting: HashMap<Arc<str>, Waiting<T>>,
-    next_seq: u64,
+    waiting: KeyedQueue<Entry<T>>,
     /// Initial notifications queued but not yet delivered.
     initial_outstanding: usize,
     /// Notifications merged into waiting ones.
@@ -222,9 +211,7 @@ pub(crate) struct Queue<T> {
 impl<T> Queue<T> {
     fn new() -> Self {
         Queue {
-            order: VecDeque::new(),
-            waiting: HashMap::new(),
-            next_seq: 0,
+            waiting: KeyedQueue::new(),
             initial_outstanding: 0,
             coalesced: 0,
             closed: false,
@@ -245,19 +232,9 @@ impl<T> Queue<T> {
         if self.closed {
             return; // nobody will deliver it
         }
-        let Some(Waiting { entry, .. }) = self.waiting.get_mut(key) else {
+        let Some(entry) = self.waiting.get_mut(key) else {
             self.initial_outstanding += usize::from(n.is_initial());
-            let key: Arc<str> = Arc::from(key);
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.order.push_back((seq, key.clone()));
-            self.waiting.insert(
-                key,
-                Waiting {
-                    seq,
-                    entry: Entry::One(n),
-                },
-            );
+            self.waiting.push_back(Arc::from(key), Entry::One(n));
             return;
         };
         let before = entry.initial_count();
@@ -302,13 +279,8 @@ impl<T> Queue<T> {
         };
         self.initial_outstanding = self.initial_outstanding + merged.initial_count() - before;
         if matches!(merged, Entry::Empty) {
-            // Nothing left to deliver: forget the key; its place in `order` is dead now.
+            // Nothing left to deliver: the key leaves the queue.
             self.waiting.remove(key);
-            if self.order.len() > 64 && self.order.len() > 2 * self.waiting.len() {
-                let waiting = &self.waiting;
-                self.order
-                    .retain(|(seq, k)| waiting.get(k).is_some_and(|w| w.seq == *seq));
-            }
         } else {
             *entry = merged;
         }
@@ -316,41 +288,27 @@ impl<T> Queue<T> {
 
     /// The oldest waiting notification.
     fn pop(&mut self) -> Option<Notification<T>> {
-        while let Some((seq, key)) = self.order.pop_front() {
-            if self.waiting.get(&key).is_none_or(|w| w.seq != seq) {
-                continue; // a dead place
-            }
-            match self.waiting.remove(&key).map(|w| w.entry) {
-                Some(Entry::One(a)) => return Some(a),
-                Some(Entry::Two(a, b)) => {
-                    // The re-create waits at the front, keeping its key's place.
-                    self.order.push_front((seq, key.clone()));
-                    self.waiting.insert(
-                        key,
-                        Waiting {
-                            seq,
-                            entry: Entry::One(b),
-                        },
-                    );
+        loop {
+            match self.waiting.pop_front()? {
+                (_, Entry::One(a)) => return Some(a),
+                (key, Entry::Two(a, b)) => {
+                    // The re-create waits at the front, keeping its key's turn.
+                    self.waiting.push_front(key, Entry::One(b));
                     return Some(a);
                 }
-                Some(Entry::Empty) | None => continue,
+                (_, Entry::Empty) => continue,
             }
         }
-        None
     }
 
     pub(crate) fn contains(&self, key: &str) -> bool {
-        matches!(
-            self.waiting.get(key).map(|w| &w.entry),
-            Some(Entry::One(_) | Entry::Two(..))
-        )
+        matches!(self.waiting.get(key), Some(Entry::One(_) | Entry::Two(..)))
     }
 
-    /// Places in `order`, live or dead (for the bound's test).
+    /// Places in the queue's order, live or dead (for the bound's test).
     #[cfg(test)]
     fn order_len(&self) -> usize {
-        self.order.len()
+        self.waiting.places()
     }
 
     fn len(&self) -> usize {
@@ -363,6 +321,9 @@ impl<T> Queue<T> {
 pub struct HandlerMetrics {
     /// Keys with notifications waiting.
     pub depth: usize,
+    /// A notification is being delivered: taken off the queue, its call not returned yet. With
+    /// `depth == 0` and this false, everything queued for the handler has been handled.
+    pub in_call: bool,
     /// Notifications delivered.
     pub delivered: u64,
     /// Notifications merged into waiting ones.
@@ -465,8 +426,7 @@ impl<T: Object> Slot<T> {
         {
             let mut q = self.queue.lock().unwrap();
             q.closed = true;
-            q.order.clear();
-            q.waiting.clear();
+            q.waiting = KeyedQueue::new();
         }
         if let Some(timer) = self.resync.lock().unwrap().take() {
             timer.abort();
@@ -513,6 +473,7 @@ impl<T: Object> Slot<T> {
         let q = self.queue.lock().unwrap();
         HandlerMetrics {
             depth: q.len(),
+            in_call: q.in_call,
             // Relaxed: a counter read for display; it publishes no other memory.
             delivered: self.delivered.load(Ordering::Relaxed),
             coalesced: q.coalesced,

@@ -121,7 +121,7 @@ impl<T: Object> Clone for Informer<T> {
 
 impl<T: Object + Clone> Informer<T> {
     /// An informer over `api` (a resource in a namespace, or all), with the options' selectors.
-    /// Nothing happens until [`start`](Self::start). Over an `Api<DynamicObject>` its objects are
+    /// Nothing happens until [`start`](Self::start). Over an `Api<JsonObject>` or `Api<DynamicObject>` its objects are
     /// stamped with `apiVersion` and `kind`, as with [`dynamic`](Self::dynamic).
     pub fn new(api: Api<T>, options: ReflectorOptions) -> Informer<T> {
         Self::build(api, options, None)
@@ -151,7 +151,7 @@ impl<T: Object + Clone> Informer<T> {
     /// The one way an informer is built ([`new`](Self::new), [`with_transform`](Self::with_transform),
     /// [`dynamic`](Self::dynamic) and the [`InformerFactory`] all come here): the options'
     /// selectors go to the reflector, `transform` is applied to every object before it is stored,
-    /// and `DynamicObject`s are stamped with their `apiVersion` and `kind` before `transform`.
+    /// and `JsonObject`s and `DynamicObject`s are stamped with their `apiVersion` and `kind` before `transform`.
     fn build(
         api: Api<T>,
         options: ReflectorOptions,
@@ -413,7 +413,7 @@ impl<T: Object + Clone> Informer<T> {
 /// informer is dropped.
 async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
     let mut synced = false;
-    while let Some(popped) = consumer.pop_async().await {
+    while let Some(popped) = consumer.pop().await {
         let Some(shared) = shared.upgrade() else {
             return;
         };

@@ -5,6 +5,7 @@
 //! are skipped, because the apiserver may be newer than this crate.
 
 mod dynamic;
+mod json_object;
 mod kinds;
 pub(crate) mod meta;
 mod resource;
@@ -13,6 +14,7 @@ mod string_map;
 pub mod time;
 
 pub use dynamic::{DynamicObject, PartialObjectMetadata};
+pub use json_object::JsonObject;
 pub use kinds::*;
 pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
 pub use resource::{ApiResource, Object, Resource};

@@ -1,11 +1,13 @@
 //! The paginated LIST (client-go's R5-R11): the list's resourceVersion, its pages, the fallback of an
 //! expired `continue` token, and what a failed list leads to.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::Object;
 use crate::client::ListParams;
 use crate::error::Error;
+use crate::watch::check_key_parts;
 
 use super::{ListSource, ListVersion, Reflector, State};
 
@@ -46,14 +48,28 @@ impl<T: Object + Clone> Reflector<T> {
         let mut list_rv = None;
         let mut listed_objects = 0u64;
         let mut full_list_retried = false;
+        // The `continue` tokens of this list so far, and its pages: a server that repeats a token
+        // (or never stops giving new ones) would page for ever while the relist's key set grows.
+        let mut tokens: HashSet<String> = HashSet::new();
+        let mut pages = 0u32;
         loop {
             match self.api.list(&params).await {
                 Ok(page) => {
+                    pages += 1;
                     if list_rv.is_none() {
                         list_rv = Some(page.metadata.resource_version.clone());
                         if rv == "0" && !page.metadata.continue_token.is_empty() {
                             self.list_source = ListSource::Etcd;
                         }
+                    }
+                    // An object that cannot have a cache key fails its page, as one that does
+                    // not decode would.
+                    if let Some(e) = page
+                        .items
+                        .iter()
+                        .find_map(|o| check_key_parts(&o.meta().namespace, &o.meta().name, 0).err())
+                    {
+                        return self.list_failed(e);
                     }
                     listed_objects += page.items.len() as u64;
                     let items = match page
@@ -71,6 +87,11 @@ impl<T: Object + Clone> Reflector<T> {
                     if page.metadata.continue_token.is_empty() {
                         break;
                     }
+                    if let Err(e) =
+                        self.next_page_allowed(&mut tokens, &page.metadata.continue_token, pages)
+                    {
+                        return self.list_failed(e);
+                    }
                     params.continue_token = Some(page.metadata.continue_token);
                     params.resource_version = None;
                     params.version_match = None;
@@ -83,6 +104,8 @@ impl<T: Object + Clone> Reflector<T> {
                     full_list_retried = true;
                     list_rv = None;
                     listed_objects = 0;
+                    tokens.clear();
+                    pages = 0;
                     params.continue_token = None;
                     params.limit = None;
                     params.resource_version = Some(rv.clone());
@@ -102,6 +125,30 @@ impl<T: Object + Clone> Reflector<T> {
             return State::Stopped;
         }
         State::Watch
+    }
+
+    /// Whether a list that has read `pages` pages may follow `token` to another one: not if the
+    /// list gave that token before (it would loop for ever), nor past
+    /// [`ReflectorOptions::max_list_pages`](super::ReflectorOptions::max_list_pages) pages.
+    fn next_page_allowed(
+        &self,
+        tokens: &mut HashSet<String>,
+        token: &str,
+        pages: u32,
+    ) -> Result<(), Error> {
+        if pages >= self.options.max_list_pages {
+            return Err(Error::Protocol(format!(
+                "the LIST gave a continue token on each of its first {pages} pages \
+                 (ReflectorOptions::max_list_pages); giving it up"
+            )));
+        }
+        if !tokens.insert(token.to_owned()) {
+            return Err(Error::Protocol(format!(
+                "the LIST gave a continue token it gave before (after {pages} pages): it would \
+                 loop for ever; giving it up"
+            )));
+        }
+        Ok(())
     }
 
     /// R9: an expired or too-new version makes the next list a consistent read, at once; anything

@@ -16,6 +16,8 @@
 //!   Relist        --(list failed)-------------->  Backoff -> Relist  (410: at once, with "")
 //!   InitialEvents --(initial-events-end)------->  Watching           (the same stream, WL5)
 //!   InitialEvents --(cut before the end)------->  Relist             (at once once, then backs off)
+//!   InitialEvents --(no end after 10 s)-------->  InitialEvents      (Late: reported, WL9)
+//!   InitialEvents --(no end by the deadline)--->  Relist             (a paginated LIST this round)
 //!   Watch         --(watch opened)------------->  Watching
 //!   Watch         --(429, refused)------------->  Backoff -> Watch   (the version is still good)
 //!   Watch         --(other failure)------------>  Backoff -> Relist
@@ -24,20 +26,28 @@
 //!   any           --(the fifo's consumer gone)->  Stopped
 //! ```
 //!
-//! * `Relist`: streaming list (`sendInitialEvents=true`) where the server supports it (the first
-//!   `422 Invalid` turns it off for good: older servers reject it), else a paginated LIST. The list's
+//! * `Relist`: streaming list (`sendInitialEvents=true`), unless turned off in the options; a
+//!   streaming list that fails (older servers reject it with `422 Invalid`) falls back to a
+//!   paginated LIST for that relist only, and the next relist streams again (WL8). The list's
 //!   resourceVersion follows client-go (R5): `"0"` the first time (the watch cache serves it), the last
 //!   seen version afterwards (not older than it), and `""` (a consistent read) once that version is
 //!   known to be gone.
 //! * `InitialEvents`: the streaming list's initial events go to the fifo as relist pages, one event
 //!   per step; its initial-events-end bookmark completes the list and the same stream goes on as
-//!   `Watching` (WL5). A stream cut before that bookmark lists again (WL6).
+//!   `Watching` (WL5). A stream cut before that bookmark lists again (WL6). A stream that stays
+//!   alive without that bookmark is reported after [`INITIAL_EVENTS_WARNING`] (10 s, WL9; the
+//!   state's list turns `Late`) and given up at [`ReflectorOptions::initial_events_deadline`] for
+//!   a paginated LIST (for this round only).
 //! * `Watch`: a WATCH from the last seen version, with bookmarks and a random `timeoutSeconds`.
 //! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
 //!   included. A watch that sends nothing for its own `timeoutSeconds` + 30 s is treated as dead
-//!   (the server would have ended it by then), and watched again on a new connection.
-//! * `Backoff`: 0.8 s doubling to 30 s, each delay stretched by a random factor in [1, 2), reset after
-//!   2 minutes; a server's Retry-After is honoured when longer, up to the cap (30 s): a larger
+//!   (the server would have ended it by then), and watched again on a new connection; over
+//!   HTTP/1.1 a watch with bookmarks is dead after [`BOOKMARK_SILENCE`] (75 s) of silence already
+//!   (the server sends it a bookmark about every minute), and watched again from the last seen
+//!   version, without a relist. Over HTTP/2 the connection's pings find a dead peer.
+//! * `Backoff`: 0.8 s doubling to 30 s (the first failure waits too), each delay stretched by a
+//!   random factor in [1, 2), reset after 2 minutes without a failure; a server's Retry-After is
+//!   honoured when longer, up to the cap (30 s): a larger
 //!   Retry-After is clamped to the cap. Every failure backs off; the only immediate retries are
 //!   client-go's: one consistent relist when the list's version is gone (R9, WL7), one new streaming
 //!   list when one is cut before its end (WL6), the LIST fallback of a refused streaming list, and a
@@ -45,7 +55,7 @@
 //!
 //! Where we differ from client-go, on purpose: a very short watch (under a second, no events) is
 //! retried after a backoff *from the same version* instead of relisting, since the version is still
-//! good (a 410 would say otherwise); and the streaming-list fallback is remembered.
+//! good (a 410 would say otherwise).
 
 mod backoff;
 mod health;
@@ -85,6 +95,46 @@ pub(crate) fn report(on_error: Option<&ErrorCallback>, e: &Error) {
     }
 }
 
+/// The default [`ReflectorOptions::bookmark_silence`]: over HTTP/1.1, a watch with bookmarks that
+/// has heard nothing for 75 s is dead or stuck. Apiservers send a bookmark to such a watch about
+/// every 60 s (the watch cache's `defaultBookmarkFrequency`), besides the one before its deadline.
+///
+/// ```
+/// use informer::reflector::{BOOKMARK_SILENCE, ReflectorOptions};
+/// assert_eq!(BOOKMARK_SILENCE.as_secs(), 75);
+/// assert_eq!(ReflectorOptions::default().bookmark_silence, BOOKMARK_SILENCE);
+/// ```
+pub const BOOKMARK_SILENCE: Duration = Duration::from_secs(75);
+
+/// A streaming list that has not sent its initial-events-end bookmark this long after it opened
+/// is reported (client-go's WL9 warns after 10 s), once; the reflector goes on waiting until
+/// [`ReflectorOptions::initial_events_deadline`].
+///
+/// ```
+/// assert_eq!(informer::reflector::INITIAL_EVENTS_WARNING.as_secs(), 10);
+/// ```
+pub const INITIAL_EVENTS_WARNING: Duration = Duration::from_secs(10);
+
+/// The default [`ReflectorOptions::initial_events_deadline`]: a streaming list whose initial events
+/// have not ended 60 s after it opened is given up for a paginated LIST. An apiserver streams
+/// tens of thousands of objects in a few seconds; a stream still in its initial events after a
+/// minute is stuck (a server that never sends the end bookmark), even if it trickles.
+///
+/// ```
+/// use informer::reflector::{INITIAL_EVENTS_DEADLINE, ReflectorOptions};
+/// assert_eq!(ReflectorOptions::default().initial_events_deadline, INITIAL_EVENTS_DEADLINE);
+/// ```
+pub const INITIAL_EVENTS_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The default [`ReflectorOptions::max_list_pages`]: 10,000 pages, 5 million objects at the default
+/// page size (the largest clusters hold a few hundred thousand of a kind).
+///
+/// ```
+/// use informer::reflector::{MAX_LIST_PAGES, ReflectorOptions};
+/// assert_eq!(ReflectorOptions::default().max_list_pages, MAX_LIST_PAGES);
+/// ```
+pub const MAX_LIST_PAGES: u32 = 10_000;
+
 /// How a reflector lists and watches. The defaults are client-go's.
 ///
 /// ```
@@ -100,6 +150,12 @@ pub struct ReflectorOptions {
     pub field_selector: Option<String>,
     /// LIST page size (client-go: 500).
     pub page_size: u32,
+    /// The most pages one paginated LIST may take (default [`MAX_LIST_PAGES`], 10,000: five
+    /// million objects at the default page size). A LIST still giving `continue` tokens past it,
+    /// or giving a token it gave before, is a failure (reported, backed off, listed again): a
+    /// server that pages for ever would otherwise hold the reflector, and grow its relist, for
+    /// ever. Raise it along with a much smaller `page_size`.
+    pub max_list_pages: u32,
     /// Ask for BOOKMARK events.
     pub bookmarks: bool,
     /// Watches ask for a random `timeoutSeconds` in `[min, 2 * min)` (client-go: 5 min).
@@ -110,8 +166,23 @@ pub struct ReflectorOptions {
     /// Over HTTP/2, pings find a dead connection sooner (see `Config::http2_read_idle_timeout`);
     /// HTTP/1.1 has no ping, so this is what ends a silent watch there.
     pub idle_timeout: Option<Duration>,
+    /// Over HTTP/1.1, a watch that asked for bookmarks and has heard nothing at all (no event, no
+    /// bookmark) for this long is dead or stuck, and is watched again from the last seen
+    /// resourceVersion (no relist). Apiservers send such a watch a bookmark about every minute
+    /// (the watch cache's `defaultBookmarkFrequency`), so the default,
+    /// [`BOOKMARK_SILENCE`] (75 s), leaves a quarter of a period of slack. Not used over HTTP/2
+    /// (the connection's pings find a dead peer there), nor when [`idle_timeout`](Self::idle_timeout)
+    /// is set, nor for watches without bookmarks.
+    pub bookmark_silence: Duration,
     /// Try streaming lists first (falls back to LIST when the server refuses).
     pub streaming_list: bool,
+    /// How long a streaming list may take to send its initial-events-end bookmark. Past
+    /// [`INITIAL_EVENTS_WARNING`] (10 s, client-go's WL9) the reflector reports it (the error
+    /// callback, [`Health::last_error`]) and goes on waiting; past this deadline it gives the
+    /// stream up and lists with pages for this round (the next relist streams again). A stream
+    /// that is alive (events or bookmarks trickling) but never ends its initial events would
+    /// otherwise never sync. Default [`INITIAL_EVENTS_DEADLINE`] (60 s).
+    pub initial_events_deadline: Duration,
     /// Delays between failed lists and watches.
     pub backoff: BackoffOptions,
     /// Told of every error (list, watch, decode, handler panic) until the fifo is closed (the
@@ -125,10 +196,13 @@ impl Default for ReflectorOptions {
             label_selector: None,
             field_selector: None,
             page_size: 500,
+            max_list_pages: MAX_LIST_PAGES,
             bookmarks: true,
             min_watch_timeout: Duration::from_secs(300),
             idle_timeout: None,
+            bookmark_silence: BOOKMARK_SILENCE,
             streaming_list: true,
+            initial_events_deadline: INITIAL_EVENTS_DEADLINE,
             backoff: BackoffOptions::default(),
             on_error: None,
         }
@@ -141,9 +215,13 @@ impl std::fmt::Debug for ReflectorOptions {
             .field("label_selector", &self.label_selector)
             .field("field_selector", &self.field_selector)
             .field("page_size", &self.page_size)
+            .field("max_list_pages", &self.max_list_pages)
             .field("bookmarks", &self.bookmarks)
             .field("min_watch_timeout", &self.min_watch_timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("bookmark_silence", &self.bookmark_silence)
             .field("streaming_list", &self.streaming_list)
+            .field("initial_events_deadline", &self.initial_events_deadline)
             .field("backoff", &self.backoff)
             .finish_non_exhaustive()
     }
@@ -159,6 +237,8 @@ enum State<T> {
     Relist,
     /// A streaming list is open and its initial events are coming; the next step reads one of
     /// them into the list, and the initial-events-end bookmark makes the same stream `Watching`.
+    /// The list is `OnTime`, then `Late` once [`INITIAL_EVENTS_WARNING`] passed without that
+    /// bookmark (reported once); at the initial phase's deadline it is given up (`Relist`).
     InitialEvents(Box<InitialEvents<T>>),
     /// The cache is current up to the last seen resourceVersion; the next step opens a watch
     /// from it (then `Watching`).
@@ -204,7 +284,7 @@ pub struct Reflector<T> {
     last_rv: String,
     /// How long the open watch may stay silent before it is dead (see `silence_limit_of`).
     silence_limit: Duration,
-    /// How the next relist lists: streaming, or a paginated LIST once or for good.
+    /// How the next relist lists: streaming, or a paginated LIST once or always (the options).
     list_plan: ListPlan,
     /// The resourceVersion the next list asks for (R5).
     list_version: ListVersion,
@@ -214,18 +294,20 @@ pub struct Reflector<T> {
     event_versions: EventVersions,
     /// WL6's one immediate retry of a streaming list cut before its end.
     cut_retry: CutRetry,
+    /// The open streaming list has handed objects to the fifo: if it is given up, the list that
+    /// follows is a consistent read (see `initial_event`).
+    stream_delivered: bool,
 }
 
 /// How the next relist lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ListPlan {
-    /// A streaming list ([`ReflectorOptions::streaming_list`], until the server refuses one).
+    /// A streaming list ([`ReflectorOptions::streaming_list`]).
     Streaming,
-    /// The last streaming list failed: a paginated LIST for the next relist only, then streaming
-    /// again (WL8).
+    /// The last streaming list failed (refused with 400 or 422 included): a paginated LIST for
+    /// the next relist only, then streaming again (WL8).
     PagedOnce,
-    /// Paginated LISTs from now on: streaming lists are off in the options, or the server refused
-    /// one as a request it does not know (400, 422); don't ask again.
+    /// Paginated LISTs only: streaming lists are off in the options.
     Paged,
 }
 
@@ -295,6 +377,7 @@ impl<T: Object + Clone> Reflector<T> {
             list_source: ListSource::WatchCache,
             event_versions: EventVersions::InOrder,
             cut_retry: CutRetry::Available,
+            stream_delivered: false,
         }
     }
 
@@ -404,11 +487,25 @@ impl<T: Object + Clone> Reflector<T> {
         (min + self.rng.f64() * min).max(1.0) as u32
     }
 
-    /// How long a watch that asked for `timeout_seconds` may stay silent before it is dead.
-    fn silence_limit_of(&self, timeout_seconds: u32) -> Duration {
-        self.options
-            .idle_timeout
-            .unwrap_or(Duration::from_secs(u64::from(timeout_seconds) + 30))
+    /// How long `stream`, a watch that asked for `timeout_seconds` (and for bookmarks if
+    /// `bookmarks`), may stay silent before it is dead: the option `idle_timeout` if set; else
+    /// the watch's own timeout + 30 s, and over HTTP/1.1, for a watch with bookmarks, at most
+    /// `bookmark_silence` (the server would have sent a bookmark by then).
+    fn silence_limit_of(
+        &self,
+        stream: &WatchStream<T, ResponseBody>,
+        timeout_seconds: u32,
+        bookmarks: bool,
+    ) -> Duration {
+        if let Some(idle) = self.options.idle_timeout {
+            return idle;
+        }
+        let limit = Duration::from_secs(u64::from(timeout_seconds) + 30);
+        if bookmarks && !stream.body().is_http2() {
+            limit.min(self.options.bookmark_silence)
+        } else {
+            limit
+        }
     }
 
     /// `o` through the transform, if any; a panic of the transform is an error.

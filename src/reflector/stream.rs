@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 use crate::Object;
 use crate::client::{ResponseBody, VersionMatch, WatchParams};
 use crate::error::Error;
-use crate::fifo::{DeletedObject, Delta, RawDelta};
+use crate::fifo::{DeletedObject, Delta, PAGE_BYTES, RawDelta};
 use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
 
-use super::{CutRetry, EventVersions, ListPlan, ListVersion, Phase, Reflector, State, is_refused};
+use super::{
+    CutRetry, EventVersions, INITIAL_EVENTS_WARNING, ListPlan, ListVersion, Phase, Reflector,
+    State, is_refused,
+};
 
 /// A streaming list between its opening and its initial-events-end bookmark: the stream, and the
 /// list as far as it came (the `InitialEvents` state).
@@ -29,6 +32,34 @@ pub(super) struct InitialEvents<T> {
     /// order is kept.
     raw_page: Vec<RawObject>,
     page: Vec<Arc<T>>,
+    /// JSON bytes of `raw_page` (stale while it is empty: reset at its first push): a page goes
+    /// to the fifo at [`PAGE_BYTES`] even if it is short of the page size.
+    raw_page_bytes: usize,
+    /// When the stream opened, on the tokio clock: the initial phase's warning and deadline
+    /// count from it (WL9).
+    started: tokio::time::Instant,
+    /// Whether the initial phase has outlasted [`INITIAL_EVENTS_WARNING`] (and was reported).
+    progress: InitialProgress,
+}
+
+/// How far a streaming list's initial phase is from its limits (WL9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum InitialProgress {
+    /// Within [`INITIAL_EVENTS_WARNING`] of its opening.
+    OnTime,
+    /// Past it without the initial-events-end bookmark: reported once; the stream is given up at
+    /// [`ReflectorOptions::initial_events_deadline`](super::ReflectorOptions::initial_events_deadline).
+    Late,
+}
+
+/// Why the wait for a streaming list's next initial event ended early.
+enum Overdue {
+    /// Nothing at all for the silence limit: a dead stream.
+    Silent,
+    /// [`INITIAL_EVENTS_WARNING`] passed without the end bookmark.
+    Warning,
+    /// The initial phase's deadline passed without the end bookmark.
+    Deadline,
 }
 
 impl<T: Object + Clone> Reflector<T> {
@@ -55,10 +86,11 @@ impl<T: Object + Clone> Reflector<T> {
             Err(e) => return self.streaming_failed(e),
         };
         self.health.lock().unwrap().watches += 1;
+        self.stream_delivered = false;
         if !self.fifo.begin_relist() {
             return State::Stopped;
         }
-        self.silence_limit = self.silence_limit_of(timeout_seconds);
+        self.silence_limit = self.silence_limit_of(&stream, timeout_seconds, true);
         State::InitialEvents(Box::new(InitialEvents {
             stream,
             opened: Instant::now(),
@@ -66,20 +98,89 @@ impl<T: Object + Clone> Reflector<T> {
             listed_objects: 0,
             raw_page: Vec::new(),
             page: Vec::new(),
+            raw_page_bytes: 0,
+            started: tokio::time::Instant::now(),
+            progress: InitialProgress::OnTime,
         }))
+    }
+
+    /// The next event of the streaming list `list`, or why the wait ended first: silence for
+    /// the silence limit, the warning (once), or the initial phase's deadline (WL9).
+    async fn next_initial_event(
+        &self,
+        list: &mut InitialEvents<T>,
+    ) -> Result<Option<Result<RawEvent<T>, Error>>, Overdue> {
+        use tokio::time::Instant;
+        let now = Instant::now();
+        let far = now + Duration::from_secs(86400 * 365);
+        let silent_at = now.checked_add(self.silence_limit).unwrap_or(far).min(far);
+        let deadline = list
+            .started
+            .checked_add(self.options.initial_events_deadline)
+            .unwrap_or(far)
+            .min(far);
+        let mut wake = silent_at.min(deadline);
+        if list.progress == InitialProgress::OnTime {
+            wake = wake.min(list.started + INITIAL_EVENTS_WARNING);
+        }
+        match tokio::time::timeout_at(wake, list.stream.next_raw()).await {
+            Ok(next) => Ok(next),
+            Err(_) if Instant::now() >= deadline => Err(Overdue::Deadline),
+            Err(_) if Instant::now() >= silent_at => Err(Overdue::Silent),
+            Err(_) => Err(Overdue::Warning),
+        }
     }
 
     /// One step of the `InitialEvents` state (WL3-WL6): reads one event of the streaming list
     /// into its pending page; the bookmark annotated `k8s.io/initial-events-end` completes the
     /// list, and the same stream goes on as a normal watch (`Watching`).
-    pub(super) async fn initial_event(&mut self, mut list: Box<InitialEvents<T>>) -> State<T> {
+    ///
+    /// A streaming list given up after it handed objects to the fifo makes the next list a
+    /// consistent read (`""`): a LIST at `"0"` (the first list's) may be served by a watch cache
+    /// that is behind the stream, and would move those objects back to older versions.
+    pub(super) async fn initial_event(&mut self, list: Box<InitialEvents<T>>) -> State<T> {
+        let next = self.read_initial_event(list).await;
+        if self.stream_delivered && matches!(next, State::Relist | State::Backoff { .. }) {
+            self.list_version = ListVersion::Consistent;
+        }
+        next
+    }
+
+    /// [`initial_event`](Self::initial_event) but for the version of the list that follows.
+    async fn read_initial_event(&mut self, mut list: Box<InitialEvents<T>>) -> State<T> {
         let page_size = self.options.page_size.max(1) as usize;
         let idle = self.silence_limit;
-        let next = match tokio::time::timeout(idle, list.stream.next_raw()).await {
+        let next = match self.next_initial_event(&mut list).await {
             Ok(n) => n,
-            Err(_) => Some(Err(Error::Timeout(format!(
+            Err(Overdue::Silent) => Some(Err(Error::Timeout(format!(
                 "streaming list sent nothing for {idle:?}"
             )))),
+            Err(Overdue::Warning) => {
+                // WL9: reported, and waited for still.
+                list.progress = InitialProgress::Late;
+                self.fail(&Error::Timeout(format!(
+                    "the streaming list has not sent its initial-events-end bookmark after {:?} \
+                     ({} objects so far); still waiting",
+                    INITIAL_EVENTS_WARNING, list.listed_objects
+                )));
+                return State::InitialEvents(list);
+            }
+            Err(Overdue::Deadline) => {
+                // Given up for a paginated LIST, this round only.
+                let deadline = self.options.initial_events_deadline;
+                self.fail(&Error::Timeout(format!(
+                    "the streaming list sent no initial-events-end bookmark within {deadline:?} \
+                     ({} objects so far); listing with pages instead",
+                    list.listed_objects
+                )));
+                self.list_plan = ListPlan::PagedOnce;
+                return State::Relist;
+            }
+        };
+        // An object that cannot have a cache key is an event that does not decode.
+        let next = match next {
+            Some(Ok(event)) => Some(event.check_key().map(|()| event)),
+            other => other,
         };
         match next {
             Some(Ok(event)) => {
@@ -93,8 +194,12 @@ impl<T: Object + Clone> Reflector<T> {
                 let flushed = match event {
                     RawEvent::Added(o) | RawEvent::Modified(o) => {
                         let mut ok = self.flush_pages(&mut Vec::new(), &mut list.page).await;
+                        if list.raw_page.is_empty() {
+                            list.raw_page_bytes = 0;
+                        }
+                        list.raw_page_bytes += o.json().len();
                         list.raw_page.push(o);
-                        if list.raw_page.len() >= page_size {
+                        if list.raw_page.len() >= page_size || list.raw_page_bytes >= PAGE_BYTES {
                             ok &= self.flush_pages(&mut list.raw_page, &mut list.page).await;
                         }
                         ok
@@ -113,6 +218,7 @@ impl<T: Object + Clone> Reflector<T> {
                     // Keep the order: what was listed before the delete goes first.
                     RawEvent::Deleted(o) => {
                         list.listed_objects = list.listed_objects.saturating_sub(1);
+                        self.stream_delivered = true;
                         self.flush_pages(&mut list.raw_page, &mut list.page).await
                             && self.fifo.push_raw(RawDelta::Deleted(o)).await
                     }
@@ -122,6 +228,7 @@ impl<T: Object + Clone> Reflector<T> {
                             Ok(o) => Arc::new(o),
                             Err(e) => return self.streaming_failed(e),
                         };
+                        self.stream_delivered = true;
                         self.flush_pages(&mut list.raw_page, &mut list.page).await
                             && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
                     }
@@ -206,8 +313,10 @@ impl<T: Object + Clone> Reflector<T> {
     }
 
     /// WL7: 429 and refused connections retry after a backoff; an expired version retries at once
-    /// with a consistent read; `Invalid`/`BadRequest` (servers without streaming lists) fall back to
-    /// LIST, for good; anything else falls back to LIST for this round.
+    /// with a consistent read; anything else, `Invalid`/`BadRequest` (a server without streaming
+    /// lists, or one apiserver of several that has them off) included, falls back to LIST for
+    /// this round: the next relist streams again (WL8, as client-go does), so one refusal never
+    /// turns streaming lists off for the reflector's life.
     fn streaming_failed(&mut self, e: Error) -> State<T> {
         self.fail(&e);
         if e.is_expired()
@@ -224,17 +333,16 @@ impl<T: Object + Clone> Reflector<T> {
             return self.backoff_then(State::Relist, &e);
         }
         if matches!(e.http_code(), Some(400 | 422)) {
-            tracing::info!("the server does not support streaming lists; using LIST from now on");
-            self.list_plan = ListPlan::Paged;
-        } else {
-            self.list_plan = ListPlan::PagedOnce;
+            tracing::info!("the server refused a streaming list; using LIST for this relist");
         }
+        self.list_plan = ListPlan::PagedOnce;
         State::Relist
     }
 
     /// Hands the streaming list's pending page (raw or decoded, at most one is non-empty) to the
     /// fifo, waiting while it is full. `false` if the fifo is closed.
-    async fn flush_pages(&self, raw: &mut Vec<RawObject>, decoded: &mut Vec<Arc<T>>) -> bool {
+    async fn flush_pages(&mut self, raw: &mut Vec<RawObject>, decoded: &mut Vec<Arc<T>>) -> bool {
+        self.stream_delivered |= !raw.is_empty() || !decoded.is_empty();
         if !raw.is_empty() && !self.fifo.relist_raw_page(std::mem::take(raw)).await {
             return false;
         }

@@ -52,18 +52,24 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match next {
             Err(_) => {
+                // Re-watched from the last seen version: the version is still good (a 410 would
+                // say otherwise), only the connection or the server's stream is not.
                 self.fail(&Error::Timeout(format!(
-                    "watch sent nothing for {idle:?}; treating it as dead"
+                    "watch sent nothing (no event, no bookmark) for {idle:?}; treating it as dead"
                 )));
                 State::Watch
             }
-            Ok(Some(Ok(event))) => match self.handle_raw_event(event).await {
-                Handled::Continue => State::Watching {
-                    stream,
-                    opened,
-                    events: events + 1,
+            Ok(Some(Ok(event))) => match event.check_key() {
+                // An object that cannot have a cache key is an event that does not decode.
+                Err(e) => self.watch_failed(e, opened, events),
+                Ok(()) => match self.handle_raw_event(event).await {
+                    Handled::Continue => State::Watching {
+                        stream,
+                        opened,
+                        events: events + 1,
+                    },
+                    Handled::Then(next) => next,
                 },
-                Handled::Then(next) => next,
             },
             Ok(Some(Err(e))) => self.watch_failed(e, opened, events),
             Ok(None) => self.watch_ended(opened, events),
@@ -84,7 +90,8 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match self.api.watch(&params).await {
             Ok(stream) => {
-                self.silence_limit = self.silence_limit_of(timeout_seconds);
+                self.silence_limit =
+                    self.silence_limit_of(&stream, timeout_seconds, self.options.bookmarks);
                 self.event_versions = match self.last_rv.as_str() {
                     "" | "0" => EventVersions::SyntheticAddsFirst,
                     _ => EventVersions::InOrder,

@@ -22,6 +22,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
+use futures_util::future::{Either, select};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::WorkQueue;
@@ -68,6 +70,9 @@ pub struct RunSummary {
     pub requeued_after: u64,
     /// Reconciles that returned `Err(_)` and were requeued with rate limiting.
     pub failed: u64,
+    /// Reconciles cancelled because the fence closed under them
+    /// ([`run_fenced`](WorkerPool::run_fenced)); their keys were queued again.
+    pub fenced: u64,
 }
 
 impl std::ops::AddAssign for RunSummary {
@@ -75,6 +80,7 @@ impl std::ops::AddAssign for RunSummary {
         self.done += other.done;
         self.requeued_after += other.requeued_after;
         self.failed += other.failed;
+        self.fenced += other.fenced;
     }
 }
 
@@ -223,15 +229,94 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkerPool<K> {
         S: Future<Output = ()>,
     {
         let reconcile = Arc::new(reconcile);
+        self.supervise(shutdown, move |queue, counters, _stopping| {
+            worker_loop(queue, Arc::clone(&reconcile), counters)
+        })
+        .await
+    }
+
+    /// Like [`run`](Self::run), but the workers reconcile only while `fence` holds a token, and
+    /// each reconcile gets the token it runs under: `reconcile(key, token)`.
+    ///
+    /// * While the fence is `None`, no reconcile starts; keys wait in the queue (still
+    ///   deduplicated), so work done when the fence opens again starts from the latest state.
+    /// * When the fence closes (or changes to another token) under a running reconcile, that
+    ///   reconcile is cancelled (dropped at its next `.await`) and its key queued again; it
+    ///   counts as [`fenced`](RunSummary::fenced).
+    /// * A fence whose sender is gone counts as closed for good.
+    /// * On shutdown, workers that wait for the fence stop at once (the keys they would have
+    ///   reconciled are not theirs to do); the others drain as in `run`.
+    ///
+    /// The fence of a [`LeaderElector`](crate::leaderelection::LeaderElector) closes RenewDeadline
+    /// after its last successful renewal was sent, before the Lease can expire for any other
+    /// replica; see [`leaderelection`](crate::leaderelection) for what that guarantees.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use informer::workqueue::{Action, WorkerPool, WorkQueue};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// let (fence, fenced) = tokio::sync::watch::channel(None::<u64>);
+    /// let queue = WorkQueue::new();
+    /// queue.add("default/web");
+    /// let run = tokio::spawn(WorkerPool::new(queue, 1).run_fenced(
+    ///     fenced,
+    ///     |key: &str, term: u64| async move {
+    ///         println!("reconciling {key} in term {term}");
+    ///         Ok::<_, String>(Action::Done)
+    ///     },
+    ///     tokio::time::sleep(Duration::from_secs(2)),
+    /// ));
+    /// tokio::time::sleep(Duration::from_secs(1)).await;
+    /// fence.send_replace(Some(7)); // leading, term 7: the key is reconciled now
+    /// assert_eq!(run.await.unwrap().done, 1);
+    /// # }
+    /// ```
+    pub async fn run_fenced<T, R, Fut, E, S>(
+        self,
+        fence: watch::Receiver<Option<T>>,
+        reconcile: R,
+        shutdown: S,
+    ) -> RunSummary
+    where
+        T: Clone + PartialEq + Send + Sync + 'static,
+        R: Fn(K, T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Send + 'static,
+        S: Future<Output = ()>,
+    {
+        let reconcile = Arc::new(reconcile);
+        self.supervise(shutdown, move |queue, counters, stopping| {
+            fenced_worker_loop(
+                queue,
+                Arc::clone(&reconcile),
+                counters,
+                fence.clone(),
+                stopping,
+            )
+        })
+        .await
+    }
+
+    /// Spawns the workers `worker` makes and runs them until all have stopped: shutdown,
+    /// the grace period, panics (see [`run`](Self::run)). `stopping` turns true on shutdown.
+    async fn supervise<S, W, F>(self, shutdown: S, mut worker: W) -> RunSummary
+    where
+        S: Future<Output = ()>,
+        W: FnMut(WorkQueue<K>, Arc<Counters>, watch::Receiver<bool>) -> F,
+        F: Future<Output = ()> + Send + 'static,
+    {
         // Shared, not returned by the workers: a worker cancelled after the grace period has
         // still counted the reconciles it finished.
         let counters = Arc::new(Counters::default());
+        let (stopping, stopping_rx) = watch::channel(false);
         let mut workers = JoinSet::new();
         for _ in 0..self.workers {
-            workers.spawn(worker_loop(
+            workers.spawn(worker(
                 self.queue.clone(),
-                Arc::clone(&reconcile),
                 Arc::clone(&counters),
+                stopping_rx.clone(),
             ));
         }
 
@@ -264,6 +349,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkerPool<K> {
             match next {
                 Next::Shutdown => {
                     shutdown_requested = true;
+                    stopping.send_replace(true);
                     // Workers drain the queue and exit; waiting for all of them below is a
                     // stronger guarantee than `shut_down_with_drain` (in-flight set empty once).
                     self.queue.shut_down();
@@ -300,6 +386,7 @@ struct Counters {
     done: AtomicU64,
     requeued_after: AtomicU64,
     failed: AtomicU64,
+    fenced: AtomicU64,
 }
 
 impl Counters {
@@ -309,6 +396,7 @@ impl Counters {
             done: self.done.load(Ordering::Relaxed),
             requeued_after: self.requeued_after.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
+            fenced: self.fenced.load(Ordering::Relaxed),
         }
     }
 }
@@ -332,28 +420,88 @@ where
     R: Fn(K) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
 {
-    // Relaxed increments: plain counters, read once every worker has been joined.
     while let Some(key) = queue.get().await {
         let _done = DoneOnDrop {
             queue: &queue,
             key: &key,
         };
-        match reconcile(key.clone()).await {
-            Ok(Action::Done) => {
-                queue.forget(&key);
-                // Relaxed: a counter read for display; it publishes no other memory.
-                counters.done.fetch_add(1, Ordering::Relaxed);
+        let outcome = reconcile(key.clone()).await;
+        settle(&queue, &key, outcome, &counters);
+    }
+}
+
+/// What a finished reconcile's outcome does to its key, and the count it adds to.
+fn settle<K, E>(queue: &WorkQueue<K>, key: &K, outcome: Result<Action, E>, counters: &Counters)
+where
+    K: Clone + Eq + Hash + Send + Sync + 'static,
+{
+    // Relaxed increments: plain counters, read once every worker has been joined.
+    match outcome {
+        Ok(Action::Done) => {
+            queue.forget(key);
+            counters.done.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Action::RequeueAfter(delay)) => {
+            queue.forget(key);
+            queue.add_after(key.clone(), delay);
+            counters.requeued_after.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(_) => {
+            queue.add_rate_limited(key.clone());
+            counters.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// [`worker_loop`] under a fence: see [`WorkerPool::run_fenced`].
+async fn fenced_worker_loop<K, T, R, Fut, E>(
+    queue: WorkQueue<K>,
+    reconcile: Arc<R>,
+    counters: Arc<Counters>,
+    mut fence: watch::Receiver<Option<T>>,
+    mut stopping: watch::Receiver<bool>,
+) where
+    K: Clone + Eq + Hash + Send + Sync + 'static,
+    T: Clone + PartialEq + Send + Sync + 'static,
+    R: Fn(K, T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    loop {
+        // Wait for the fence to open; on shutdown while it is closed, stop.
+        let token = loop {
+            if let Some(token) = fence.borrow_and_update().clone() {
+                break token;
             }
-            Ok(Action::RequeueAfter(delay)) => {
-                queue.forget(&key);
-                queue.add_after(key.clone(), delay);
-                // Relaxed: a counter read for display; it publishes no other memory.
-                counters.requeued_after.fetch_add(1, Ordering::Relaxed);
+            if *stopping.borrow() {
+                return;
             }
-            Err(_) => {
-                queue.add_rate_limited(key.clone());
-                // Relaxed: a counter read for display; it publishes no other memory.
-                counters.failed.fetch_add(1, Ordering::Relaxed);
+            let opened = fence.changed();
+            let stopped = stopping.wait_for(|s| *s);
+            if let Either::Left((Err(_), _)) = select(pin!(opened), pin!(stopped)).await {
+                return; // the fence's sender is gone: closed for good
+            }
+        };
+        let Some(key) = queue.get().await else {
+            return;
+        };
+        let _done = DoneOnDrop {
+            queue: &queue,
+            key: &key,
+        };
+        // The fence may have moved while this worker waited for a key.
+        if fence.borrow().as_ref() != Some(&token) {
+            queue.add(key.clone()); // held back, handed out again after `done`
+            continue;
+        }
+        let work = reconcile(key.clone(), token.clone());
+        let moved = fence.wait_for(|now| now.as_ref() != Some(&token));
+        match select(pin!(work), pin!(moved)).await {
+            Either::Left((outcome, _)) => settle(&queue, &key, outcome, &counters),
+            Either::Right(_) => {
+                // Cancelled: the reconcile future is dropped here, at its current `.await`.
+                queue.add(key.clone());
+                // Relaxed: a counter read for display.
+                counters.fenced.fetch_add(1, Ordering::Relaxed);
             }
         }
     }

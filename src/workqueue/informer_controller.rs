@@ -283,6 +283,84 @@ impl<T: Object + Clone> InformerController<T> {
         E: Send + 'static,
         S: Future<Output = ()>,
     {
+        let mut shutdown = pin!(shutdown);
+        let Some((store, controller, _handlers)) = self.sync(shutdown.as_mut()).await else {
+            return RunSummary::default();
+        };
+        controller
+            .run(move |key| reconcile(key, Arc::clone(&store)), shutdown)
+            .await
+    }
+
+    /// Like [`run`](Self::run), with the workers under a fence (see
+    /// [`WorkerPool::run_fenced`]): the informers sync and their handlers enqueue whatever the
+    /// fence says, so a replica that starts leading starts warm; reconciles run only while the
+    /// fence holds a token, get it as `reconcile(key, store, token)`, and are cancelled when it
+    /// closes.
+    ///
+    /// With a [`LeaderElector`](crate::leaderelection::LeaderElector), this is a controller on
+    /// many replicas of which one reconciles at a time:
+    ///
+    /// ```no_run
+    /// # async fn demo(client: informer::Client) -> informer::Result<()> {
+    /// use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// use informer::workqueue::{Action, InformerController};
+    /// use informer::{ConfigMap, InformerFactory};
+    ///
+    /// let elector = LeaderElector::new(client.clone(), "default", "my-controller", "pod-a",
+    ///                                  LeaderElectionConfig::default())?;
+    /// let fence = elector.fence();
+    /// tokio::spawn(elector.run(std::future::pending()));
+    ///
+    /// let factory = InformerFactory::new(client);
+    /// let controller = InformerController::new(&factory.informer::<ConfigMap>(None), 2);
+    /// factory.start();
+    /// controller
+    ///     .run_fenced(
+    ///         fence,
+    ///         |key, configmaps, token| async move {
+    ///             // Write `token` (holder and leaseTransitions) into what this changes.
+    ///             println!("{key} as {token}: {:?}", configmaps.get_key(&key).is_some());
+    ///             Ok::<_, std::convert::Infallible>(Action::Done)
+    ///         },
+    ///         std::future::pending(),
+    ///     )
+    ///     .await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_fenced<Tok, R, Fut, E, S>(
+        self,
+        fence: tokio::sync::watch::Receiver<Option<Tok>>,
+        reconcile: R,
+        shutdown: S,
+    ) -> RunSummary
+    where
+        Tok: Clone + PartialEq + Send + Sync + 'static,
+        R: Fn(String, Arc<Store<T>>, Tok) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: Send + 'static,
+        S: Future<Output = ()>,
+    {
+        let mut shutdown = pin!(shutdown);
+        let Some((store, controller, _handlers)) = self.sync(shutdown.as_mut()).await else {
+            return RunSummary::default();
+        };
+        controller
+            .run_fenced(
+                fence,
+                move |key, token| reconcile(key, Arc::clone(&store), token),
+                shutdown,
+            )
+            .await
+    }
+
+    /// Registers the handlers and waits until every informer has synced and its handler has
+    /// enqueued the initial list; `None` (queue shut down) if `shutdown` completes first. The
+    /// handlers are removed when the returned [`Handlers`] is dropped.
+    async fn sync<S: Future<Output = ()>>(
+        self,
+        mut shutdown: Pin<&mut S>,
+    ) -> Option<(Arc<Store<T>>, WorkerPool<String>, Handlers)> {
         let InformerController {
             store,
             controller,
@@ -292,7 +370,6 @@ impl<T: Object + Clone> InformerController<T> {
         // Removed from the informers when `run` ends, or when its future is dropped.
         let mut handlers = Handlers(sources.into_iter().map(|add| add(&queue)).collect());
 
-        let mut shutdown = pin!(shutdown);
         // Each future is woken by its informer when it syncs or its handler finishes the initial
         // list; both only ever turn true, so waiting for them one after the other waits for all.
         let synced = async {
@@ -302,12 +379,9 @@ impl<T: Object + Clone> InformerController<T> {
         };
         if let Either::Right(_) = select(pin!(synced), shutdown.as_mut()).await {
             queue.shut_down();
-            return RunSummary::default();
+            return None;
         }
-
-        controller
-            .run(move |key| reconcile(key, Arc::clone(&store)), shutdown)
-            .await
+        Some((store, controller, handlers))
     }
 }
 

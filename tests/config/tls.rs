@@ -80,13 +80,22 @@ async fn verification_and_authentication() {
     let err = get(&c).await.unwrap_err();
     assert!(matches!(err, Error::Tls(_)), "{err:?}");
 
-    // Wrong CA but verification skipped.
-    let insecure = format!(
+    // Verification skipped: no CA needed.
+    let insecure = "    insecure-skip-tls-verify: true\n";
+    let c = client(&url, insecure, "token: good-token").await.unwrap();
+    assert_eq!(get(&c).await.unwrap()["ok"], true);
+
+    // Skipped verification together with a CA is refused, as client-go does (the CA was silently
+    // dropped before).
+    let both = format!(
         "{}    insecure-skip-tls-verify: true\n",
         ca(&certs.other_ca_pem)
     );
-    let c = client(&url, &insecure, "token: good-token").await.unwrap();
-    assert_eq!(get(&c).await.unwrap()["ok"], true);
+    let err = client(&url, &both, "token: good-token").await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Config(m) if m.contains("insecure-skip-tls-verify together with a certificate authority")),
+        "{err:?}"
+    );
 
     // tls-server-name: the certificate is checked against it instead of the URL's host.
     let ip_url = format!("https://127.0.0.1:{}", addr.port());

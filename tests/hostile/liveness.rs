@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informer::fifo::DeltaFifo;
-use informer::reflector::{Reflector, ReflectorOptions};
+use informer::reflector::{BOOKMARK_SILENCE, Reflector, ReflectorOptions};
 use informer::store::Writer;
 use informer::{Api, Client, Config, ConfigMap, Error, ListParams, WatchParams};
 use informer_sim::Simulator;
@@ -426,8 +426,9 @@ async fn an_http1_watch_that_goes_silent_is_dropped_at_the_idle_limit_and_resume
         .find_map(|p| p.strip_prefix("timeoutSeconds="))
         .and_then(|v| v.parse().ok())
         .expect("the watch asks for a timeout");
-    // The server ends a watch at its timeout; silence 30 s past it means the stream is hung.
-    let idle_limit = Duration::from_secs(timeout_seconds + 30);
+    // The server ends a watch at its timeout, and sends a watch with bookmarks one about every
+    // minute: silence 30 s past the timeout, or for 75 s, means the stream is hung.
+    let idle_limit = Duration::from_secs(timeout_seconds + 30).min(BOOKMARK_SILENCE);
 
     // HTTP/1.1 has no ping, and a live TCP peer answers keepalive probes: the reflector's idle
     // limit is what ends such a watch (a quiet but healthy watch looks the same until then).

@@ -148,7 +148,8 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
         RunSummary {
             done: reconciles,
             requeued_after: 0,
-            failed: 0
+            failed: 0,
+            fenced: 0
         }
     );
     assert!(queue.is_shutting_down());

@@ -474,6 +474,44 @@ async fn last_known_good_serves_a_cold_start_marked_stale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_write_of_the_last_known_good_file_is_retried() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create("services", Some(NS), service("web")).unwrap();
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        slice("web", "web-a", &["10.0.0.1"]),
+    )
+    .unwrap();
+    // The file's folder does not exist yet: every write fails until it does.
+    let dir = std::env::temp_dir().join(format!("discovery-lkg-retry-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let path = dir.join("lkg.json");
+    let d = ServiceDiscovery::new(
+        client(&sim),
+        DiscoveryOptions {
+            last_known_good: Some(path.clone()),
+            persist_interval: Duration::from_millis(50),
+            ..options()
+        },
+    );
+    assert!(d.wait_for_sync(NS, Duration::from_secs(10)).await);
+    assert_eq!(d.instances(NS, "web", "http").state, ServiceState::Ready);
+    assert!(d.persist_now().is_err());
+    // Several periods of failed writes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!path.exists());
+    // The folder appears; nothing changes in the cluster: the write is retried all the same.
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(
+        eventually(10, || path.exists()).await,
+        "the failed write was never retried"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tracked_services_and_ports_are_bounded_and_subscribed_ones_survive() {
     let sim = Simulator::start().await.unwrap();
     sim.create("services", Some(NS), service("keep")).unwrap();

@@ -6,6 +6,8 @@ mod support;
 
 mod controller;
 mod discovery;
+mod discovery_balance;
+mod discovery_changes;
 mod factory;
 mod lifecycle;
 mod reflector;

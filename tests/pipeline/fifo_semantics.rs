@@ -442,13 +442,13 @@ fn close_delivers_what_was_pushed_before() {
     fifo.push(added("a", "1"));
     fifo.close();
     assert!(!fifo.push(added("b", "1")));
-    assert_eq!(c.pop().unwrap().key(), "a");
-    assert!(c.pop().is_none());
-    assert!(c.pop().is_none());
+    assert_eq!(c.blocking_pop().unwrap().key(), "a");
+    assert!(c.blocking_pop().is_none());
+    assert!(c.blocking_pop().is_none());
 }
 
 #[tokio::test]
-async fn pop_async_waits_for_a_producer() {
+async fn pop_waits_for_a_producer() {
     let (_store, fifo, mut c) = setup(&[]);
     let producer = fifo.clone();
     let task = tokio::spawn(async move {
@@ -456,20 +456,20 @@ async fn pop_async_waits_for_a_producer() {
         producer.push(added("a", "1"));
         producer.close();
     });
-    assert_eq!(c.pop_async().await.unwrap().key(), "a");
-    assert!(c.pop_async().await.is_none());
+    assert_eq!(c.pop().await.unwrap().key(), "a");
+    assert!(c.pop().await.is_none());
     task.await.unwrap();
 }
 
 #[tokio::test]
-async fn pop_async_is_cancel_safe() {
+async fn pop_is_cancel_safe() {
     let (_store, fifo, mut c) = setup(&[]);
-    let timed_out = tokio::time::timeout(std::time::Duration::from_millis(10), c.pop_async())
+    let timed_out = tokio::time::timeout(std::time::Duration::from_millis(10), c.pop())
         .await
         .is_err();
     assert!(timed_out);
     fifo.push(added("a", "1"));
-    assert_eq!(c.pop_async().await.unwrap().key(), "a");
+    assert_eq!(c.pop().await.unwrap().key(), "a");
     assert_eq!(fifo.len(), 0);
 }
 
@@ -516,7 +516,7 @@ async fn the_consumer_can_move_into_a_task() {
     let (_store, fifo, mut c) = setup(&[]);
     let task = tokio::spawn(async move {
         let mut n = 0;
-        while let Some(_p) = c.pop_async().await {
+        while let Some(_p) = c.pop().await {
             n += 1;
         }
         n

@@ -111,7 +111,7 @@ fn blocking_consumer_ends_at_the_producers_final_state() {
     let (fifo, mut consumer): (_, FifoConsumer<Pod>) = DeltaFifo::new(store.clone());
     let producers = run_producers(&fifo);
     let (mut seen, mut pops, mut max_depth) = (HashMap::new(), 0u64, 0);
-    while let Some(p) = consumer.pop() {
+    while let Some(p) = consumer.blocking_pop() {
         apply(&store, &mut seen, p.key(), p.deltas());
         pops += 1;
         max_depth = max_depth.max(fifo.metrics().depth);
@@ -133,7 +133,7 @@ async fn async_consumer_ends_at_the_producers_final_state() {
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let producers = run_producers(&fifo);
     let mut seen = HashMap::new();
-    while let Some(p) = consumer.pop_async().await {
+    while let Some(p) = consumer.pop().await {
         apply(&store, &mut seen, p.key(), p.deltas());
         if p.key().ends_with("-3") {
             tokio::task::yield_now().await; // a slower handler now and then
@@ -168,7 +168,7 @@ fn relist_racing_with_a_consumer_converges() {
     };
     let mut seen = HashMap::new();
     let mut initial = 0;
-    while let Some(p) = consumer.pop() {
+    while let Some(p) = consumer.blocking_pop() {
         initial += usize::from(p.in_initial_list());
         apply(&store, &mut seen, p.key(), p.deltas());
     }

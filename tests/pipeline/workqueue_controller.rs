@@ -52,7 +52,8 @@ async fn errors_retry_with_backoff_and_success_forgets() {
         RunSummary {
             done: 1,
             requeued_after: 0,
-            failed: 2
+            failed: 2,
+            fenced: 0
         }
     );
     assert_eq!(
@@ -101,7 +102,8 @@ async fn requeue_after_comes_back_after_the_delay() {
         RunSummary {
             done: 1,
             requeued_after: 2,
-            failed: 0
+            failed: 0,
+            fenced: 0
         }
     );
     let times: Vec<Duration> = log.lock().unwrap().iter().map(|(_, at)| *at).collect();

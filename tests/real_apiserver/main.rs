@@ -10,6 +10,7 @@ mod differential;
 #[macro_use]
 #[path = "../support/mod.rs"]
 mod support;
+mod leases;
 mod many_watches;
 
 use std::collections::BTreeMap;

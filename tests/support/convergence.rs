@@ -23,12 +23,17 @@ pub fn options() -> ReflectorOptions {
             ..Default::default()
         },
         page_size: 7,
+        // A streaming list without its end bookmark (a fault below) is given up after 2 s.
+        initial_events_deadline: Duration::from_secs(2),
         ..Default::default()
     }
 }
 
+/// A client with the test timings: a body that stalls is given up after 300 ms.
 pub fn client(sim: &Simulator) -> Client {
-    Client::new(Config::new(sim.url().parse().unwrap())).unwrap()
+    let mut config = Config::new(sim.url().parse().unwrap());
+    config.body_stall_timeout = Duration::from_millis(300);
+    Client::new(config).unwrap()
 }
 
 pub fn cm(ns: &str, name: &str, v: u64) -> serde_json::Value {
@@ -210,6 +215,15 @@ pub async fn scenario(sim: &Simulator, seed: u64) -> Result<(), String> {
             4 => sim.compact(),
             5 => sim.faults().chunk_bodies_random(1, 64),
             6 => sim.faults().drop_watches_after_events(1 + rng.u64(..3)),
+            7 => sim
+                .faults()
+                .stall_next_error_bodies(1 + rng.usize(..2), [500, 503][rng.usize(..2)]),
+            // Clamped to the backoff cap (100 ms here).
+            8 => sim
+                .faults()
+                .fail_next_plain_retry_after(1 + rng.usize(..2), 3),
+            // Lasts until the faults are cleared: streaming lists never end their initial events.
+            9 => sim.faults().withhold_initial_events_end(true),
             _ => {}
         }
         if rng.u8(..4) == 0 {

@@ -84,6 +84,15 @@ pub enum Body {
     ChunksThenCut(Vec<Vec<u8>>),
     /// `Content-Length` body.
     Fixed(Vec<u8>),
+    /// A `Content-Length` of `announced` bytes, only `sent` of them written, then silence on the
+    /// open socket until the client goes away (a body that stalls).
+    Stalled { announced: usize, sent: Vec<u8> },
+    /// No answer at all: not even a status line, the socket held open until the client goes away.
+    Silence,
+    /// Chunked: each chunk written after its delay (on the tokio clock, so a paused clock runs
+    /// it in virtual time), then no end: the connection stays open, silent, until the client
+    /// closes it (a stuck stream, or one whose end never comes).
+    Paced(Vec<(std::time::Duration, Vec<u8>)>),
 }
 
 #[derive(Clone, Debug)]
@@ -172,6 +181,15 @@ impl RawServer {
                     let line = text.lines().next().unwrap_or("").to_owned();
                     seen.lock().unwrap().push(text.clone());
                     let reply = route(&line);
+                    if matches!(reply.body, Body::Silence) {
+                        let mut rest = [0u8; 1024];
+                        while let Ok(n) = sock.read(&mut rest).await {
+                            if n == 0 {
+                                break;
+                            }
+                        }
+                        return;
+                    }
                     let mut out = reply.head.join("\r\n").into_bytes();
                     out.extend_from_slice(b"\r\nConnection: close\r\n");
                     let _ = match &reply.body {
@@ -182,6 +200,24 @@ impl RawServer {
                             out.extend_from_slice(b);
                             sock.write_all(&out).await
                         }
+                        Body::Stalled { announced, sent } => {
+                            out.extend_from_slice(
+                                format!("Content-Length: {announced}\r\n\r\n").as_bytes(),
+                            );
+                            out.extend_from_slice(sent);
+                            if sock.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            // Silence until the client gives the connection up.
+                            let mut rest = [0u8; 1024];
+                            while let Ok(n) = sock.read(&mut rest).await {
+                                if n == 0 {
+                                    break;
+                                }
+                            }
+                            Ok(())
+                        }
+                        Body::Silence => Ok(()),
                         Body::Chunks(chunks) | Body::ChunksThenCut(chunks) => {
                             out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
                             if sock.write_all(&out).await.is_err() {
@@ -201,6 +237,25 @@ impl RawServer {
                             } else {
                                 Ok(())
                             }
+                        }
+                        Body::Paced(chunks) => {
+                            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
+                            if sock.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            for (delay, c) in chunks {
+                                tokio::time::sleep(*delay).await;
+                                let mut w = format!("{:x}\r\n", c.len()).into_bytes();
+                                w.extend_from_slice(c);
+                                w.extend_from_slice(b"\r\n");
+                                if sock.write_all(&w).await.is_err() {
+                                    return;
+                                }
+                                let _ = sock.flush().await;
+                            }
+                            // Silent until the client goes away.
+                            while matches!(sock.read(&mut buf).await, Ok(n) if n > 0) {}
+                            Ok(())
                         }
                     };
                     let _ = sock.shutdown().await;

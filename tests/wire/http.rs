@@ -272,7 +272,9 @@ async fn error_responses_become_typed_errors() {
 
     let e = api.get("html").await.unwrap_err();
     match &e {
-        Error::Http { code: 502, excerpt } => {
+        Error::Http {
+            code: 502, excerpt, ..
+        } => {
             assert!(excerpt.contains("502 Bad Gateway"), "{excerpt}")
         }
         other => panic!("{other:?}"),

@@ -94,7 +94,7 @@ const WATCH_HELP: &str = "\
 kwatch watch: run an informer and print each handler notification
 
 Usage: kwatch watch RESOURCE [-l SELECTOR] [--field-selector S] [-o table|jsonl|none]
-                   [--until-synced] [--max-events N] [--stats]
+                   [--until-synced] [--max-events N] [--sync-timeout S] [--stats]
 
 RESOURCE is a plural (pods), a short name (po), a kind (Pod), plural.group
 (endpointslices.discovery.k8s.io) or group/version/resource (example.com/v1/widgets).
@@ -108,8 +108,10 @@ Options:
   --field-selector S         field selector, sent to the server
   -o, --output FORMAT        table (default), jsonl, or none (print nothing, for measuring)
   --until-synced             exit after the SYNCED line
-  --max-events N             exit after N watch events received after the sync have been applied
+  --max-events N             exit after N watch events (after the initial list) have been applied
                              to the store (and printed)
+  --sync-timeout S           exit (status 1) if the initial list is not synced after S: 30, 30s,
+                             2m (default: keep trying; failures are printed on stderr)
   --stats                    at exit, one JSON line on stderr: sync_seconds, watch_events,
                              watch_seconds, events_per_sec, notifications, objects, peak_rss_kib
   -h, --help                 this help
@@ -246,6 +248,9 @@ pub struct WatchArgs {
     pub until_synced: bool,
     pub max_events: Option<u64>,
     pub stats: bool,
+    /// Give up (exit 1) when the first sync has not happened this long after the start; `None`:
+    /// keep trying for ever, reporting failures on stderr.
+    pub sync_timeout: Option<Duration>,
 }
 
 #[derive(Clone, Debug)]
@@ -358,6 +363,7 @@ const VALUED: &[&str] = &[
     "-o",
     "--output",
     "--max-events",
+    "--sync-timeout",
     "--port",
 ];
 /// Subcommand options that are flags.
@@ -470,7 +476,7 @@ fn build_subcommand(sub: &str, mut l: Lexed) -> CliResult<Invocation> {
     let command = match sub {
         "demo" => {
             let duration = match l.value(&["--duration"]) {
-                Some(v) => Some(parse_duration(&v)?),
+                Some(v) => Some(parse_duration("--duration", &v)?),
                 None => None,
             };
             let services = l
@@ -517,6 +523,10 @@ fn build_subcommand(sub: &str, mut l: Lexed) -> CliResult<Invocation> {
             until_synced: l.flag(&["--until-synced"]),
             max_events: l.number(&["--max-events"])?,
             stats: l.flag(&["--stats"]),
+            sync_timeout: match l.value(&["--sync-timeout"]) {
+                Some(v) => Some(parse_duration("--sync-timeout", &v)?),
+                None => None,
+            },
         }),
         "get" => {
             let resource = one_positional(&mut l, "RESOURCE")?;
@@ -569,10 +579,10 @@ fn one_positional(l: &mut Lexed, what: &str) -> CliResult<String> {
 }
 
 /// `10`, `10s`, `1.5`, `500ms`, `2m`.
-fn parse_duration(s: &str) -> CliResult<Duration> {
+fn parse_duration(flag: &str, s: &str) -> CliResult<Duration> {
     let bad = || {
         CliError::Usage(format!(
-            "--duration: {s:?} is not a duration (e.g. 10, 10s, 2m)"
+            "{flag}: {s:?} is not a duration (e.g. 10, 10s, 2m)"
         ))
     };
     let (number, unit) = match s {
@@ -589,7 +599,7 @@ fn parse_duration(s: &str) -> CliResult<Duration> {
     match Duration::try_from_secs_f64(secs * unit) {
         Ok(d) if d <= MAX_DURATION => Ok(d),
         _ => Err(CliError::Usage(format!(
-            "--duration: {s:?} is longer than {} days",
+            "{flag}: {s:?} is longer than {} days",
             MAX_DURATION.as_secs() / 86_400
         ))),
     }
@@ -707,9 +717,18 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("5").unwrap(), Duration::from_secs(5));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert!(parse_duration("soon").is_err());
+        assert_eq!(
+            parse_duration("--duration", "5").unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            parse_duration("--duration", "2m").unwrap(),
+            Duration::from_secs(120)
+        );
+        assert_eq!(
+            parse_duration("--duration", "250ms").unwrap(),
+            Duration::from_millis(250)
+        );
+        assert!(parse_duration("--duration", "soon").is_err());
     }
 }

@@ -22,6 +22,11 @@ pub async fn load_config(global: &Global) -> CliResult<Config> {
         }
         None => infer(global).await?,
     };
+    if global.insecure_skip_tls_verify && global.certificate_authority.is_none() {
+        // kubectl's rule: the flag overrides a CA the kubeconfig names; given together with
+        // --certificate-authority, the client refuses the pair.
+        config.tls.root_certs.clear();
+    }
     if let Some(token) = &global.token {
         config.auth = Auth::Bearer(Secret::new(token.clone()));
     }
@@ -78,15 +83,16 @@ async fn infer(global: &Global) -> CliResult<Config> {
     Config::infer().await.map_err(explain)
 }
 
-/// How long a command waits for its informers' first list before giving up.
+/// How long a one-shot command (`get`, `instances`, `demo`) waits for its informers' first list
+/// before giving up; `watch` keeps trying unless given `--sync-timeout`.
 pub const SYNC_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reflector options for a command-line tool: client-go's, with a shorter backoff ceiling so a
-/// user waiting at a terminal sees recovery within seconds.
+/// user waiting at a terminal sees recovery within seconds. The first step stays client-go's
+/// (0.8 s, jittered): a failing server or proxy is never asked again sooner than that.
 pub fn reflector_options() -> informer::reflector::ReflectorOptions {
     informer::reflector::ReflectorOptions {
         backoff: informer::reflector::BackoffOptions {
-            initial: std::time::Duration::from_millis(100),
             max: std::time::Duration::from_secs(5),
             ..Default::default()
         },
@@ -128,6 +134,9 @@ struct Collected {
     auth_failure: Option<String>,
     /// Once the command has synced, every failure is printed as it happens.
     synced: bool,
+    /// Every failure is printed as it happens, before the sync too (`kwatch watch`), except a
+    /// 401/403 before the sync, which ends the command with its own line.
+    print_before_sync: bool,
 }
 
 /// Collects what the reflectors report: the last error, to explain a sync that does not happen;
@@ -141,6 +150,14 @@ pub struct ErrorCollector {
 }
 
 impl ErrorCollector {
+    /// A collector that prints every failure on stderr as it happens, before the first sync too:
+    /// for a command that keeps trying (`kwatch watch`) rather than giving up after a while.
+    pub fn printing_every_failure() -> ErrorCollector {
+        let this = ErrorCollector::default();
+        this.lock().print_before_sync = true;
+        this
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
         // The callback only assigns fields: a panic elsewhere cannot leave them inconsistent.
         self.collected.lock().unwrap_or_else(|e| e.into_inner())
@@ -152,14 +169,16 @@ impl ErrorCollector {
         std::sync::Arc::new(move |e: &informer::Error| {
             let line = describe(e);
             let mut c = this.lock();
-            if c.synced {
+            let auth_before_sync = !c.synced && is_auth_failure(e);
+            if c.synced || (c.print_before_sync && !auth_before_sync) {
                 // One line, escaped: the message comes from the server.
                 let line = line.replace('\n', " ");
                 eprintln!(
                     "kwatch: error: {} (retrying)",
                     super::output::escape_control(&line)
                 );
-            } else if is_auth_failure(e) && c.auth_failure.is_none() {
+            }
+            if auth_before_sync && c.auth_failure.is_none() {
                 c.auth_failure = Some(line.clone());
                 this.auth_failed.notify_one();
             }
@@ -174,15 +193,20 @@ impl ErrorCollector {
     }
 
     /// The error that ends a command which has not synced yet: a 401/403 at once, anything else
-    /// after [`SYNC_TIMEOUT`] from `started`. `Ok` while it may still sync.
-    pub fn check_unsynced(&self, started: std::time::Instant, what: &str) -> CliResult {
+    /// after `timeout` from `started` (never without one). `Ok` while it may still sync.
+    pub fn check_unsynced(
+        &self,
+        started: std::time::Instant,
+        timeout: Option<std::time::Duration>,
+        what: &str,
+    ) -> CliResult {
         if let Some(e) = self.lock().auth_failure.clone() {
             return Err(CliError::Runtime(e));
         }
-        if started.elapsed() > SYNC_TIMEOUT {
-            return Err(self.sync_failure(what));
+        match timeout {
+            Some(t) if started.elapsed() > t => Err(self.sync_failure_after(what, t)),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Waits for `synced` (a `wait_for_sync(SYNC_TIMEOUT)` future) unless a 401/403 comes first;
@@ -215,14 +239,24 @@ impl ErrorCollector {
 
     /// The error for `what` not having synced within [`SYNC_TIMEOUT`].
     pub fn sync_failure(&self, what: &str) -> CliError {
+        self.sync_failure_after(what, SYNC_TIMEOUT)
+    }
+
+    /// The error for `what` not having synced within `timeout`.
+    pub fn sync_failure_after(&self, what: &str, timeout: std::time::Duration) -> CliError {
         let cause = match self.lock().last.as_deref() {
             Some(e) => format!(": last error: {e}"),
             None => String::new(),
         };
         CliError::Runtime(format!(
             "{what}: not synced after {} s{cause}",
-            SYNC_TIMEOUT.as_secs()
+            timeout.as_secs_f64()
         ))
+    }
+
+    /// Records a failure met outside the informers (discovery), as the callback would.
+    pub fn report(&self, e: &informer::Error) {
+        (self.callback())(e);
     }
 }
 

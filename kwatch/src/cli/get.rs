@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use informer::reflector::ReflectorOptions;
-use informer::{DynamicObject, Informer, Object};
+use informer::{Informer, JsonObject, Object};
 use serde_json::json;
 
 use super::args::{Format, GetArgs, Global};
@@ -35,7 +35,7 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
     errors
         .wait_for_sync(informer.wait_for_sync(connect::SYNC_TIMEOUT), &what)
         .await?;
-    let mut objects: Vec<Arc<DynamicObject>> = informer.store().list();
+    let mut objects: Vec<Arc<JsonObject>> = informer.store().list();
     informer.stop();
     let list_rv = informer
         .health()
@@ -58,14 +58,18 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
     let mut out = Out::stdout();
     match args.output {
         Format::Json if args.name.is_some() && objects.len() == 1 => {
-            out.json_pretty(&*objects[0])?
+            // Through a tree: the members are pretty-printed too.
+            out.json_pretty(
+                &serde_json::to_value(&*objects[0])
+                    .map_err(|e| CliError::Runtime(e.to_string()))?,
+            )?
         }
         Format::Json => out.json_pretty(&json!({
             "apiVersion": "v1",
             "kind": "List",
             // The list's version (the store may be past it by a few events).
             "metadata": {"resourceVersion": list_rv},
-            "items": objects.iter().map(|o| &**o).collect::<Vec<&DynamicObject>>(),
+            "items": objects.iter().map(|o| &**o).collect::<Vec<&JsonObject>>(),
         }))?,
         Format::Jsonl => {
             for o in &objects {
@@ -82,11 +86,14 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
 }
 
 /// `status.phase` when the objects have one (Pods, Namespaces, PVCs...).
-fn status_of(o: &DynamicObject) -> Option<&str> {
-    o.data.get("status")?.get("phase")?.as_str()
+fn status_of(o: &JsonObject) -> Option<String> {
+    match o.get("status.phase")? {
+        serde_json::Value::String(s) => Some(s),
+        _ => None,
+    }
 }
 
-fn print_table(out: &mut Out, objects: &[Arc<DynamicObject>], with_namespace: bool) -> CliResult {
+fn print_table(out: &mut Out, objects: &[Arc<JsonObject>], with_namespace: bool) -> CliResult {
     if objects.is_empty() {
         eprintln!("No resources found.");
         return Ok(());
@@ -111,7 +118,7 @@ fn print_table(out: &mut Out, objects: &[Arc<DynamicObject>], with_namespace: bo
             }
             row.push(m.name.clone());
             if with_status {
-                row.push(status_of(o).unwrap_or("").to_owned());
+                row.push(status_of(o).unwrap_or_default());
             }
             row.push(age(m.creation_timestamp.as_deref()));
             row

@@ -151,6 +151,29 @@ impl serde_json::ser::Formatter for TerminalSafe {
         }
         w.write_all(rest.as_bytes())
     }
+
+    /// Raw JSON (a [`JsonObject`](informer::JsonObject)'s members, copied as received): valid
+    /// JSON holds no raw C0 control inside a string, so any terminal control but whitespace
+    /// between tokens is inside a string, where `\u` escapes it the same way.
+    fn write_raw_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        // Printable ASCII (the common case, checked a byte at a time) has nothing to escape.
+        if fragment.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return w.write_all(fragment.as_bytes());
+        }
+        let acted_on = |c: char| is_terminal_control(c) && !matches!(c, '\t' | '\n' | '\r');
+        let mut rest = fragment;
+        while let Some(i) = rest.find(acted_on) {
+            w.write_all(&rest.as_bytes()[..i])?;
+            let c = rest[i..].chars().next().expect("found at i");
+            write!(w, "\\u{:04x}", c as u32)?;
+            rest = &rest[i + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
 }
 
 /// The lines of an aligned table (three spaces between columns, no trailing spaces).

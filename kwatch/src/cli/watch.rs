@@ -9,16 +9,18 @@
 //! `SYNCED` comes once, after the notification of the last object of the initial list; it gives
 //! the initial list's resourceVersion and object count (the complete list's, also when an expired
 //! `continue` token made the reflector list again), not the store's newer state.
-//! `--until-synced` exits there, printing nothing after it; `--max-events N` exits once N watch events received after the
-//! sync have been applied to the store (and their notifications printed); `--stats` then prints
-//! one JSON line of figures on stderr.
+//! `--until-synced` exits there, printing nothing after it; `--max-events N` exits once N watch
+//! events (those after the initial list: the fifo's own count, whenever the printer happened to
+//! see the sync) have been applied to the store and their notifications printed; `--stats` then
+//! prints one JSON line of figures on stderr.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use informer::informer::HandlerId;
 use informer::reflector::ReflectorOptions;
-use informer::{DynamicObject, HandlerFns, Informer, Object};
+use informer::{HandlerFns, Informer, JsonObject, Object};
 use serde::Serialize;
 use tokio::sync::mpsc;
 
@@ -29,19 +31,16 @@ use super::{CliResult, resolve};
 
 /// One handler notification, as the handler thread hands it to the printer.
 enum Notification {
-    Added {
-        obj: Arc<DynamicObject>,
-        initial: bool,
-    },
-    Modified(Arc<DynamicObject>),
-    Deleted(Arc<DynamicObject>),
+    Added { obj: Arc<JsonObject>, initial: bool },
+    Modified(Arc<JsonObject>),
+    Deleted(Arc<JsonObject>),
 }
 
 impl Notification {
     fn initial(&self) -> bool {
         matches!(self, Notification::Added { initial: true, .. })
     }
-    fn parts(&self) -> (&'static str, &Arc<DynamicObject>) {
+    fn parts(&self) -> (&'static str, &Arc<JsonObject>) {
         match self {
             Notification::Added { obj, .. } => ("ADDED", obj),
             Notification::Modified(obj) => ("MODIFIED", obj),
@@ -57,7 +56,7 @@ struct EventLine<'a> {
     key: String,
     #[serde(rename = "resourceVersion")]
     resource_version: &'a str,
-    object: &'a DynamicObject,
+    object: &'a JsonObject,
 }
 
 #[derive(Serialize)]
@@ -89,21 +88,36 @@ pub fn peak_rss_kib() -> Option<u64> {
 }
 
 pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
+    let started = Instant::now();
     let (client, namespace) = connect::connect(global).await?;
-    let resource = resolve::resolve(&client, &args.resource).await?;
-    let errors = ErrorCollector::default();
+    // A watch command keeps trying: every failure is printed on stderr, and only one that
+    // retrying cannot fix (401, 403, an unknown resource) or the user's --sync-timeout ends it.
+    let errors = ErrorCollector::printing_every_failure();
+    let what = format!("watch {}", args.resource);
+    let deadline = args.sync_timeout.map(|t| (started, t));
+    let resource =
+        resolve::resolve_retrying(&client, &args.resource, &errors, deadline, &what).await?;
+    let what = format!("watch {}", resource.plural);
+    // What --stats calls the sync time starts with the informer, as before discovery retried.
+    let informer_started = Instant::now();
     let options = ReflectorOptions {
         label_selector: args.label_selector.clone(),
         field_selector: args.field_selector.clone(),
         on_error: Some(errors.callback()),
         ..connect::reflector_options()
     };
-    let started = Instant::now();
     let informer = Informer::dynamic(client, &resource, namespace.as_deref(), options);
     // Bounded: a terminal slower than the watch blocks the handler thread, whose queue then
     // coalesces per key, and the fifo behind it slows the watch reader: memory stays O(keys).
     let (tx, mut rx) = mpsc::channel(NOTIFICATION_BUFFER);
-    let id = forward_notifications(&informer, tx);
+    // `-o none` prints nothing: its handler only counts, and nothing goes through the channel
+    // (`_tx` keeps it open, so the loop below still waits on it).
+    let counted = Arc::new(AtomicU64::new(0));
+    let (id, _tx) = if args.output == Format::None {
+        (count_notifications(&informer, counted.clone()), Some(tx))
+    } else {
+        (forward_notifications(&informer, tx), None)
+    };
     informer.start();
 
     let mut out = Out::stdout();
@@ -112,7 +126,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
         notifications: 0,
         initial: 0,
     };
-    let mut sync: Option<(Instant, u64)> = None;
+    let mut sync: Option<Instant> = None;
     let mut sync_observed = false;
     let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
     let mut first: Option<Notification> = None;
@@ -155,17 +169,20 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
         }
         out.flush()?;
         match sync {
-            None => errors.check_unsynced(started, &format!("watch {}", resource.plural))?,
+            None => errors.check_unsynced(started, args.sync_timeout, &what)?,
             Some(_) if args.until_synced => break,
-            Some((_, received_at_sync)) => {
+            Some(_) => {
                 if let Some(max) = args.max_events {
+                    // Read in this order: the fifo's depth counts a popped key until its
+                    // notifications are queued, a handler's `in_call` stays set until the call
+                    // (its send to `rx`) returned, so all zero then an empty `rx` means
+                    // everything received is printed.
                     let m = informer.metrics();
-                    let received = m.fifo.received - received_at_sync;
                     let drained = m.fifo.backlog == 0
                         && m.fifo.depth == 0
-                        && m.handlers.iter().all(|(_, h)| h.depth == 0)
+                        && m.handlers.iter().all(|(_, h)| h.depth == 0 && !h.in_call)
                         && rx.is_empty();
-                    if received >= max && drained {
+                    if m.fifo.events >= max && drained {
                         break;
                     }
                 }
@@ -189,9 +206,9 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
         let end = Instant::now();
         let m = informer.metrics();
         let (sync_seconds, watch_events, watch_seconds) = match sync {
-            Some((at, received_at_sync)) => (
-                (at - started).as_secs_f64(),
-                m.fifo.received - received_at_sync,
+            Some(at) => (
+                (at - informer_started).as_secs_f64(),
+                m.fifo.events,
                 (end - at).as_secs_f64(),
             ),
             None => (f64::NAN, 0, 0.0),
@@ -201,7 +218,7 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
             watch_events,
             watch_seconds: finite(watch_seconds).unwrap_or(0.0),
             events_per_sec: finite(watch_events as f64 / watch_seconds),
-            notifications: printer.notifications,
+            notifications: printer.notifications + counted.load(Ordering::Relaxed),
             objects: m.objects,
             peak_rss_kib: peak_rss_kib(),
         };
@@ -223,13 +240,13 @@ const NOTIFICATION_BUFFER: usize = 1024;
 /// Registers a handler that sends every notification to `tx`, waiting (on the handler's own
 /// thread) while the printer is `NOTIFICATION_BUFFER` behind.
 fn forward_notifications(
-    informer: &Informer<DynamicObject>,
+    informer: &Informer<JsonObject>,
     tx: mpsc::Sender<Notification>,
 ) -> HandlerId {
     let (a, u, d) = (tx.clone(), tx.clone(), tx);
     informer.add_handler(
         HandlerFns::new()
-            .on_add(move |o: &Arc<DynamicObject>, initial| {
+            .on_add(move |o: &Arc<JsonObject>, initial| {
                 let _ = a.blocking_send(Notification::Added {
                     obj: o.clone(),
                     initial,
@@ -240,6 +257,24 @@ fn forward_notifications(
             })
             .on_delete(move |gone| {
                 let _ = d.blocking_send(Notification::Deleted(gone.object().clone()));
+            }),
+    )
+}
+
+/// Registers a handler that counts notifications in `counted` (for `-o none`).
+fn count_notifications(informer: &Informer<JsonObject>, counted: Arc<AtomicU64>) -> HandlerId {
+    let (a, u, d) = (counted.clone(), counted.clone(), counted);
+    // Relaxed: a count, read once the handler is idle (`in_call` false, under its queue lock).
+    informer.add_handler(
+        HandlerFns::new()
+            .on_add(move |_: &Arc<JsonObject>, _| {
+                a.fetch_add(1, Ordering::Relaxed);
+            })
+            .on_update(move |_, _| {
+                u.fetch_add(1, Ordering::Relaxed);
+            })
+            .on_delete(move |_| {
+                d.fetch_add(1, Ordering::Relaxed);
             }),
     )
 }
@@ -274,12 +309,8 @@ impl Printer {
         }
     }
 
-    /// Prints the SYNCED line; returns when, and the fifo's input count then.
-    fn synced(
-        &mut self,
-        out: &mut Out,
-        informer: &Informer<DynamicObject>,
-    ) -> CliResult<(Instant, u64)> {
+    /// Prints the SYNCED line; returns when.
+    fn synced(&mut self, out: &mut Out, informer: &Informer<JsonObject>) -> CliResult<Instant> {
         let m = informer.metrics();
         // The initial list's version and count: the store may already be past it.
         let list = m.reflector.initial_list.clone().unwrap_or_default();
@@ -295,6 +326,6 @@ impl Printer {
             ))?,
             Format::None => {}
         }
-        Ok((Instant::now(), m.fifo.received))
+        Ok(Instant::now())
     }
 }

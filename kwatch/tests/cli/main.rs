@@ -10,4 +10,6 @@ mod support {
 }
 
 mod commands;
+mod hostile;
+mod max_events;
 mod sync;

@@ -419,3 +419,35 @@ async fn watch_list_can_be_disabled() {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn the_initial_events_end_bookmark_can_be_withheld() {
+    timeout(T * 3, async {
+        let sim = Simulator::builder()
+            .bookmark_interval(Duration::from_millis(100))
+            .start()
+            .await
+            .unwrap();
+        sim.create("pods", Some("default"), pod("p0", json!({})))
+            .unwrap();
+        sim.faults().withhold_initial_events_end(true);
+        let q = format!("{PODS}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true");
+        let end = |e: &serde_json::Value| {
+            e["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
+        };
+        let mut w = Conn::open(sim.addr(), "GET", &q, &[], None).await;
+        assert_eq!(ev(&w.event().await.unwrap()).0, "ADDED");
+        // Periodic bookmarks, alive, but never the end of the initial events.
+        for _ in 0..3 {
+            let e = w.event().await.unwrap();
+            assert_eq!(ev(&e).0, "BOOKMARK");
+            assert!(!end(&e), "{e}");
+        }
+        sim.faults().withhold_initial_events_end(false);
+        let mut w = Conn::open(sim.addr(), "GET", &q, &[], None).await;
+        assert_eq!(ev(&w.event().await.unwrap()).0, "ADDED");
+        assert!(end(&w.event().await.unwrap()));
+    })
+    .await
+    .unwrap();
+}

@@ -171,14 +171,22 @@ impl Cache {
         });
         if let Some(path) = &cache.options.last_known_good {
             let weak = Arc::downgrade(&cache);
-            let poll = move || match weak.upgrade() {
+            let poll_weak = weak.clone();
+            let poll = move || match poll_weak.upgrade() {
                 None => Due::Gone,
                 // Relaxed: a hint (see `dirty`).
                 Some(cache) if !cache.dirty.load(Ordering::Relaxed) => Due::Unchanged,
                 Some(cache) => Due::Save(cache.snapshots_to_save()),
             };
+            let weak = Arc::downgrade(&cache);
+            let failed = move || {
+                if let Some(cache) = weak.upgrade() {
+                    // Relaxed: a hint (see `dirty`).
+                    cache.dirty.store(true, Ordering::Relaxed);
+                }
+            };
             let period = cache.options.persist_interval;
-            persist::spawn_saver(&cache.runtime, path.clone(), period, poll);
+            persist::spawn_saver(&cache.runtime, path.clone(), period, poll, failed);
         }
         cache
     }
@@ -304,12 +312,18 @@ impl Cache {
             .collect()
     }
 
-    /// Writes the last-known-good file now, on this thread (no-op without a path).
+    /// Writes the last-known-good file now, on this thread (no-op without a path). A failed
+    /// write leaves the cache marked changed, so the periodic saver tries again.
     pub(crate) fn persist_now(&self) -> std::io::Result<()> {
-        match &self.options.last_known_good {
-            Some(path) => persist::save(path, &self.snapshots_to_save()),
-            None => Ok(()),
+        let Some(path) = &self.options.last_known_good else {
+            return Ok(());
+        };
+        let saved = persist::save(path, &self.snapshots_to_save());
+        if saved.is_err() {
+            // Relaxed: a hint (see `dirty`).
+            self.dirty.store(true, Ordering::Relaxed);
         }
+        saved
     }
 }
 

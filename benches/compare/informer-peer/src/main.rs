@@ -5,11 +5,13 @@
 //!                 event's key holds its resourceVersion), i.e. every event was taken in and
 //!                 whatever survived coalescing was applied;
 //! then Store::get over every key in shuffled order, batches of 64, ~2M lookups.
+//! `--mode dynamic`: the same stream through a dynamic informer (`Informer::dynamic`, objects as
+//! `JsonObject`s, what CRD informers and kwatch use); the line's client is `informer-dyn`.
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use informer::{Api, Client, Config, Endpoints, EndpointSlice, Informer, Object, Pod};
+use informer::{Api, Client, Config, Endpoints, EndpointSlice, Informer, JsonObject, Object, Pod, Resource};
 
 const LOOKUP_BATCH: usize = 64;
 const LOOKUP_TARGET: usize = 2_000_000;
@@ -45,7 +47,10 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 async fn run<T: Object + informer::Resource + Clone>(api: Api<T>, events: u64, last_key: (String, String), last_rv: String) -> String {
-    let inf = Informer::new(api, Default::default());
+    measure(Informer::new(api, Default::default()), "informer", events, last_key, last_rv).await
+}
+
+async fn measure<T: Object + Clone>(inf: Informer<T>, client_name: &str, events: u64, last_key: (String, String), last_rv: String) -> String {
     let t0 = Instant::now();
     inf.start();
     assert!(inf.wait_for_sync(Duration::from_secs(120)).await, "no sync in 120 s");
@@ -98,7 +103,7 @@ async fn run<T: Object + informer::Resource + Clone>(api: Api<T>, events: u64, l
         m.fifo.received, m.fifo.coalesced, m.fifo.dropped_stale, m.fifo.decodes_saved, m.applied
     );
     format!(
-        r#"{{"client":"informer","objects":{objects},"events":{events},"sync_seconds":{sync_s:.6},"watch_seconds":{watch_s:.6},"watch_events_per_sec":{:.0},"lookup_ns_p50":{:.1},"lookup_ns_p99":{:.1},"peak_rss_kib":{}}}"#,
+        r#"{{"client":"{client_name}","objects":{objects},"events":{events},"sync_seconds":{sync_s:.6},"watch_seconds":{watch_s:.6},"watch_events_per_sec":{:.0},"lookup_ns_p50":{:.1},"lookup_ns_p99":{:.1},"peak_rss_kib":{}}}"#,
         events as f64 / watch_s,
         pct(&samples, 0.5),
         pct(&samples, 0.99),
@@ -109,8 +114,8 @@ async fn run<T: Object + informer::Resource + Clone>(api: Api<T>, events: u64, l
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut server, mut kind, mut events, mut ns, mut dump) =
-        (String::new(), "endpoints".to_string(), 0u64, "default".to_string(), String::new());
+    let (mut server, mut kind, mut events, mut ns, mut dump, mut mode) =
+        (String::new(), "endpoints".to_string(), 0u64, "default".to_string(), String::new(), "typed".to_string());
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
         match a.as_str() {
@@ -120,7 +125,8 @@ async fn main() {
             "--namespace" => ns = v,
             // the watch body written by `wire-server --dump-watch`: its last line names the last key and RV
             "--watch-dump" => dump = v,
-            _ => panic!("usage: informer-peer --server URL --kind K --events M --watch-dump FILE"),
+            "--mode" => mode = v,
+            _ => panic!("usage: informer-peer --server URL --kind K --events M --watch-dump FILE [--mode typed|dynamic]"),
         }
     }
     std::thread::spawn(|| {
@@ -143,6 +149,17 @@ async fn main() {
     };
     let client = Client::new(Config::new(server.parse().unwrap())).unwrap();
     let key = (v.namespace, v.name);
+    if mode == "dynamic" {
+        let resource = match kind.as_str() {
+            "endpoints" => Endpoints::api_resource(),
+            "endpointslices" => EndpointSlice::api_resource(),
+            "pods" => Pod::api_resource(),
+            k => panic!("unknown kind {k}"),
+        };
+        let inf: Informer<JsonObject> = Informer::dynamic(client, &resource, Some(&ns), Default::default());
+        println!("{}", measure(inf, "informer-dyn", events, key, v.rv).await);
+        return;
+    }
     let out = match kind.as_str() {
         "endpoints" => run(Api::<Endpoints>::namespaced(client, &ns), events, key, v.rv).await,
         "endpointslices" => run(Api::<EndpointSlice>::namespaced(client, &ns), events, key, v.rv).await,

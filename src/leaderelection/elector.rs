@@ -1,0 +1,448 @@
+//! [`LeaderElector`]: client-go's `tryAcquireOrRenew` loop on one Lease, with a fence.
+
+use std::collections::BTreeMap;
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::{Instant, Sleep, sleep_until};
+
+use super::lease::{LeaseLock, LeaseSpec, StoredLease, WallClock};
+use super::{FencingToken, LeaderElectionConfig, LeadershipEvent};
+use crate::client::Client;
+use crate::error::Result;
+use crate::rng::Rng;
+
+/// How far below RetryPeriod a follower's next attempt may be drawn (client-go's jitter goes the
+/// other way, up to 2.2 × RetryPeriod; drawn below, a released Lease is taken within RetryPeriod).
+const JITTER: f64 = 0.2;
+
+/// Runs leader election for one identity on one Lease.
+///
+/// See the [module documentation](super) for the protocol and what the fence guarantees.
+///
+/// ```no_run
+/// # async fn demo(client: informer::Client) -> informer::Result<()> {
+/// use informer::leaderelection::{LeaderElectionConfig, LeaderElector, LeadershipEvent};
+/// let mut elector = LeaderElector::new(client, "default", "my-controller", "pod-a",
+///                                      LeaderElectionConfig::default())?;
+/// let mut events = elector.events();
+/// tokio::spawn(elector.run(std::future::pending()));
+/// while let Some(event) = events.recv().await {
+///     if let LeadershipEvent::StartedLeading(token) = event {
+///         println!("leading as {token}");
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LeaderElector {
+    lock: LeaseLock,
+    identity: String,
+    config: LeaderElectionConfig,
+    labels: BTreeMap<String, String>,
+    fence: watch::Sender<Option<FencingToken>>,
+    events: mpsc::UnboundedSender<LeadershipEvent>,
+    events_rx: Option<mpsc::UnboundedReceiver<LeadershipEvent>>,
+    rng: Rng,
+}
+
+/// What the loop knows between attempts.
+struct Election {
+    /// The Lease as last read or written, and when its spec was first seen as it is.
+    observed: Option<StoredLease>,
+    observed_at: Instant,
+    /// While leading: when the fence closes (send time of the last successful write plus
+    /// RenewDeadline) and the token it carries.
+    leading: Option<(Instant, FencingToken)>,
+    /// The holder last reported as new leader.
+    reported_leader: Option<String>,
+    clock: WallClock,
+}
+
+impl LeaderElector {
+    /// An elector for `identity` on the Lease `namespace/name`. Fails if `config` breaks
+    /// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, or `identity` is empty.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// assert!(LeaderElector::new(client.clone(), "default", "l", "a", LeaderElectionConfig::default()).is_ok());
+    /// assert!(LeaderElector::new(client, "default", "l", "", LeaderElectionConfig::default()).is_err());
+    /// ```
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        config: LeaderElectionConfig,
+    ) -> Result<LeaderElector> {
+        config.validate()?;
+        if identity.is_empty() {
+            return Err(crate::Error::Config(
+                "leader election needs a non-empty identity".into(),
+            ));
+        }
+        let (fence, _) = watch::channel(None);
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let mut seed = Rng::new();
+        Ok(LeaderElector {
+            lock: LeaseLock::new(client, namespace, name),
+            identity: identity.to_string(),
+            config,
+            labels: BTreeMap::new(),
+            fence,
+            events,
+            events_rx: Some(events_rx),
+            rng: Rng::with_seed(seed.u64()),
+        })
+    }
+
+    /// Labels merged into the Lease on every write (the sharding ring's label, for instance).
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// let elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default())
+    ///     .unwrap()
+    ///     .labels([("app".to_string(), "web".to_string())].into());
+    /// ```
+    pub fn labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.labels = labels;
+        self
+    }
+
+    /// Seeds the jitter of the acquire retries (for reproducible tests).
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// let elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default())
+    ///     .unwrap()
+    ///     .jitter_seed(7);
+    /// ```
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.rng = Rng::with_seed(seed);
+        self
+    }
+
+    /// This elector's identity.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// let elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default()).unwrap();
+    /// assert_eq!(elector.identity(), "a");
+    /// ```
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// The fence: `Some(token)` while this elector leads and its last successful write was sent
+    /// less than RenewDeadline ago, `None` otherwise. Give it to
+    /// [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced) or
+    /// [`InformerController::run_fenced`](crate::workqueue::InformerController::run_fenced).
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// let elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default()).unwrap();
+    /// assert!(elector.fence().borrow().is_none());
+    /// ```
+    pub fn fence(&self) -> watch::Receiver<Option<FencingToken>> {
+        self.fence.subscribe()
+    }
+
+    /// The stream of leadership changes, in order (taken once; later calls get a stream that
+    /// ends at once).
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// let mut elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default()).unwrap();
+    /// let events = elector.events();
+    /// ```
+    pub fn events(&mut self) -> mpsc::UnboundedReceiver<LeadershipEvent> {
+        self.events_rx
+            .take()
+            .unwrap_or_else(|| mpsc::unbounded_channel().1)
+    }
+
+    /// Runs the election until `shutdown` completes, then releases the Lease if this elector
+    /// holds it (an empty holder, so another candidate takes it at its next attempt) and
+    /// returns. Dropping the future instead stops without releasing (a crash, as far as the
+    /// others can tell).
+    ///
+    /// ```no_run
+    /// # async fn demo(elector: informer::leaderelection::LeaderElector) {
+    /// elector.run(tokio::time::sleep(std::time::Duration::from_secs(60))).await;
+    /// # }
+    /// ```
+    pub async fn run<S: Future<Output = ()>>(mut self, shutdown: S) {
+        let mut shutdown = pin!(shutdown);
+        let mut election = Election {
+            observed: None,
+            observed_at: Instant::now(),
+            leading: None,
+            reported_leader: None,
+            clock: WallClock::new(),
+        };
+        let mut next_attempt = Instant::now();
+        loop {
+            // The first of: shutdown, the fence's deadline, the next attempt.
+            let deadline = election.leading.as_ref().map(|(at, _)| *at);
+            match wait(shutdown.as_mut(), deadline, next_attempt).await {
+                Wake::Shutdown => break,
+                Wake::Deadline => {
+                    self.stop_leading(&mut election);
+                    continue;
+                }
+                Wake::Attempt => {}
+            }
+            let sent = Instant::now();
+            // An attempt never outlives the fence: at its deadline the request is given up.
+            let limit = deadline.map_or(sent + self.config.renew_deadline, |d| {
+                d.min(sent + self.config.renew_deadline)
+            });
+            let attempt = self.try_acquire_or_renew(&mut election, sent);
+            let outcome = match race(attempt, shutdown.as_mut(), limit).await {
+                Raced::Done(outcome) => outcome,
+                Raced::Shutdown => break,
+                Raced::TimedOut => Outcome::Failed,
+            };
+            self.report_leader(&mut election);
+            match outcome {
+                Outcome::Leading(token) => {
+                    let fence_until = sent + self.config.renew_deadline;
+                    let newly = election.leading.is_none();
+                    election.leading = Some((fence_until, token.clone()));
+                    if newly {
+                        self.fence.send_replace(Some(token.clone()));
+                        let _ = self.events.send(LeadershipEvent::StartedLeading(token));
+                    }
+                    next_attempt = sent + self.config.retry_period;
+                }
+                Outcome::HeldByOther { expires } => {
+                    // Someone else holds a valid Lease: whatever this elector believed, it
+                    // does not lead any more.
+                    self.stop_leading(&mut election);
+                    next_attempt = self.follower_retry().min(expires);
+                }
+                Outcome::Failed => {
+                    next_attempt = if election.leading.is_some() {
+                        sent + self.config.retry_period
+                    } else {
+                        self.follower_retry()
+                    };
+                }
+            }
+        }
+        self.release(&mut election).await;
+    }
+
+    fn follower_retry(&mut self) -> Instant {
+        let factor = 1.0 - JITTER * self.rng.f64();
+        Instant::now() + self.config.retry_period.mul_f64(factor)
+    }
+
+    fn stop_leading(&self, election: &mut Election) {
+        if election.leading.take().is_some() {
+            self.fence.send_replace(None);
+            let _ = self.events.send(LeadershipEvent::StoppedLeading);
+        }
+    }
+
+    /// Reports the observed holder if it changed (client-go's `maybeReportTransition`).
+    fn report_leader(&self, election: &mut Election) {
+        let Some(observed) = &election.observed else {
+            return;
+        };
+        let holder = observed.spec.holder();
+        if election.reported_leader.as_deref() != Some(holder) {
+            election.reported_leader = Some(holder.to_string());
+            let _ = self.events.send(LeadershipEvent::NewLeader {
+                holder: holder.to_string(),
+                transitions: observed.spec.lease_transitions.unwrap_or(0),
+            });
+        }
+    }
+
+    /// Records `lease` as observed; its spec's first sighting starts the expiry clock.
+    fn observe(election: &mut Election, lease: StoredLease, now: Instant) {
+        let changed = election
+            .observed
+            .as_ref()
+            .is_none_or(|o| o.spec != lease.spec);
+        if changed {
+            election.observed_at = now;
+        }
+        election.observed = Some(lease);
+    }
+
+    fn lease_valid(election: &Election, now: Instant) -> Option<Instant> {
+        let observed = election.observed.as_ref()?;
+        let seconds = observed.spec.lease_duration_seconds.unwrap_or(0).max(0) as u64;
+        let expires = election.observed_at + Duration::from_secs(seconds);
+        (expires > now).then_some(expires)
+    }
+
+    /// One round of client-go's `tryAcquireOrRenew`.
+    async fn try_acquire_or_renew(&mut self, election: &mut Election, now: Instant) -> Outcome {
+        let renew_time = election.clock.now_micro_time();
+        let ours = |holder: &str| holder == self.identity;
+        let mut record = LeaseSpec {
+            holder_identity: Some(self.identity.clone()),
+            lease_duration_seconds: Some(self.config.lease_duration.as_secs() as i32),
+            acquire_time: Some(renew_time.clone()),
+            renew_time: Some(renew_time),
+            lease_transitions: Some(0),
+        };
+
+        // 1. The leader's fast path: update what it wrote last time.
+        if let Some(observed) = election.observed.clone() {
+            if ours(observed.spec.holder()) && Self::lease_valid(election, now).is_some() {
+                record.acquire_time = observed.spec.acquire_time.clone();
+                record.lease_transitions = observed.spec.lease_transitions;
+                if let Ok(written) = self.lock.update(&observed, &record, &self.labels).await {
+                    return self.wrote(election, written, now);
+                }
+            }
+        }
+
+        // 2. Read (or create) the Lease.
+        let current = match self.lock.get().await {
+            Ok(Some(current)) => current,
+            Ok(None) => {
+                return match self.lock.create(&record, &self.labels).await {
+                    Ok(written) => self.wrote(election, written, now),
+                    Err(_) => Outcome::Failed,
+                };
+            }
+            Err(_) => return Outcome::Failed,
+        };
+        Self::observe(election, current.clone(), Instant::now());
+
+        // 3. Held by someone else and not expired: follow.
+        let holder = current.spec.holder().to_string();
+        if !holder.is_empty() && !ours(&holder) {
+            if let Some(expires) = Self::lease_valid(election, now) {
+                return Outcome::HeldByOther { expires };
+            }
+        }
+
+        // 4. Take it over (or renew it on the slow path).
+        let transitions = current.spec.lease_transitions.unwrap_or(0);
+        if ours(&holder) {
+            record.acquire_time = current.spec.acquire_time.clone();
+            record.lease_transitions = Some(transitions);
+        } else {
+            record.lease_transitions = Some(transitions + 1);
+        }
+        match self.lock.update(&current, &record, &self.labels).await {
+            Ok(written) => self.wrote(election, written, now),
+            Err(_) => Outcome::Failed,
+        }
+    }
+
+    fn wrote(&self, election: &mut Election, written: StoredLease, now: Instant) -> Outcome {
+        let token = FencingToken {
+            holder: self.identity.clone(),
+            transitions: written.spec.lease_transitions.unwrap_or(0),
+            acquire_time: written.spec.acquire_time.clone().unwrap_or_default(),
+        };
+        Self::observe(election, written, now);
+        Outcome::Leading(token)
+    }
+
+    /// client-go's `release`: if this elector holds the Lease, write an empty holder with a one
+    /// second duration (transitions unchanged), with the resourceVersion last seen.
+    async fn release(&mut self, election: &mut Election) {
+        self.stop_leading(election);
+        let Some(observed) = election.observed.clone() else {
+            return;
+        };
+        if observed.spec.holder() != self.identity {
+            return;
+        }
+        let now = election.clock.now_micro_time();
+        let record = LeaseSpec {
+            holder_identity: Some(String::new()),
+            lease_duration_seconds: Some(1),
+            acquire_time: Some(now.clone()),
+            renew_time: Some(now),
+            lease_transitions: observed.spec.lease_transitions,
+        };
+        let write = self.lock.update(&observed, &record, &self.labels);
+        if let Ok(Ok(written)) = tokio::time::timeout(self.config.renew_deadline, write).await {
+            Self::observe(election, written, Instant::now());
+            self.report_leader(election);
+        }
+    }
+}
+
+/// The result of one attempt.
+enum Outcome {
+    /// This elector wrote the Lease as its holder.
+    Leading(FencingToken),
+    /// Another holder's Lease is valid until `expires` (local clock).
+    HeldByOther { expires: Instant },
+    /// The server could not be reached, refused, or another candidate won the race.
+    Failed,
+}
+
+enum Wake {
+    Shutdown,
+    Deadline,
+    Attempt,
+}
+
+/// Waits for the first of `shutdown`, `deadline` (if any) and `attempt_at`, polled in that order.
+async fn wait<S: Future<Output = ()>>(
+    mut shutdown: std::pin::Pin<&mut S>,
+    deadline: Option<Instant>,
+    attempt_at: Instant,
+) -> Wake {
+    let mut deadline: Option<std::pin::Pin<Box<Sleep>>> =
+        deadline.map(|d| Box::pin(sleep_until(d)));
+    let mut attempt = pin!(sleep_until(attempt_at));
+    poll_fn(|cx| {
+        if shutdown.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Wake::Shutdown);
+        }
+        if let Some(d) = deadline.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Wake::Deadline);
+            }
+        }
+        attempt.as_mut().poll(cx).map(|_| Wake::Attempt)
+    })
+    .await
+}
+
+enum Raced<T> {
+    Done(T),
+    Shutdown,
+    TimedOut,
+}
+
+/// Runs `work` until it finishes, `shutdown` completes, or `limit` passes.
+async fn race<T, W: Future<Output = T>, S: Future<Output = ()>>(
+    work: W,
+    mut shutdown: std::pin::Pin<&mut S>,
+    limit: Instant,
+) -> Raced<T> {
+    let mut work = pin!(work);
+    let mut limit = pin!(sleep_until(limit));
+    poll_fn(|cx| {
+        if let Poll::Ready(t) = work.as_mut().poll(cx) {
+            return Poll::Ready(Raced::Done(t));
+        }
+        if shutdown.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Raced::Shutdown);
+        }
+        limit.as_mut().poll(cx).map(|_| Raced::TimedOut)
+    })
+    .await
+}

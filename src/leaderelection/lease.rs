@@ -1,0 +1,332 @@
+//! The `coordination.k8s.io/v1` Lease as the elector reads and writes it: GET, create (POST) and
+//! update (PUT) with the resourceVersion it read, on the library's own [`Client`].
+//!
+//! Invariant: every update carries the `metadata.resourceVersion` of the object it was built from,
+//! so a write racing another is answered `409 Conflict` and never overwrites it. An update starts
+//! from the whole object as read (labels, annotations and fields this module does not know are
+//! kept), replaces `spec`, and merges the labels it is given.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use hyper::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::client::{Client, encode_path_segment};
+use crate::error::{Error, Result};
+use crate::model::time::{format_rfc3339, parse_rfc3339};
+
+/// `spec` of a Lease, as client-go's `LeaseSpec` (the fields leader election uses).
+///
+/// ```
+/// use informer::leaderelection::LeaseSpec;
+/// let spec: LeaseSpec = serde_json::from_str(r#"{"holderIdentity":"a","leaseDurationSeconds":15}"#).unwrap();
+/// assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseSpec {
+    /// Who holds the Lease; empty or absent: nobody (released).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_identity: Option<String>,
+    /// How long a candidate waits, from when it saw the Lease last change, before taking it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_duration_seconds: Option<i32>,
+    /// When the current holder acquired it (`MicroTime`, see [`format_micro_time`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquire_time: Option<String>,
+    /// When the holder last renewed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renew_time: Option<String>,
+    /// How many times the Lease changed hands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_transitions: Option<i32>,
+}
+
+impl LeaseSpec {
+    /// The holder, `""` when none.
+    ///
+    /// ```
+    /// assert_eq!(informer::leaderelection::LeaseSpec::default().holder(), "");
+    /// ```
+    pub fn holder(&self) -> &str {
+        self.holder_identity.as_deref().unwrap_or("")
+    }
+}
+
+/// A Lease as last read or written: the whole object, its spec and its resourceVersion.
+#[derive(Clone, Debug)]
+pub struct StoredLease {
+    /// The object as the server returned it.
+    pub object: Value,
+    /// Its `spec`, decoded.
+    pub spec: LeaseSpec,
+    /// Its `metadata.resourceVersion`, the precondition of the next update.
+    pub resource_version: String,
+}
+
+impl StoredLease {
+    fn from_value(object: Value) -> Result<StoredLease> {
+        let spec = match object.get("spec") {
+            Some(spec) => serde_json::from_value(spec.clone())
+                .map_err(|e| Error::Protocol(format!("a Lease whose spec does not decode: {e}")))?,
+            None => LeaseSpec::default(),
+        };
+        let resource_version = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        Ok(StoredLease {
+            object,
+            spec,
+            resource_version,
+        })
+    }
+
+    /// The Lease's labels.
+    ///
+    /// ```
+    /// # use informer::leaderelection::StoredLease;
+    /// # fn demo(lease: &StoredLease) {
+    /// let ring = lease.labels().get("alpha.sharding.timebertt.dev/controllerring");
+    /// # }
+    /// ```
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        self.object
+            .pointer("/metadata/labels")
+            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// One Lease on one apiserver: `namespace/name`.
+///
+/// ```no_run
+/// # async fn demo(client: informer::Client) -> informer::Result<()> {
+/// use informer::leaderelection::LeaseLock;
+/// let lock = LeaseLock::new(client, "kube-system", "my-controller");
+/// if let Some(lease) = lock.get().await? {
+///     println!("held by {:?}", lease.spec.holder());
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LeaseLock {
+    client: Client,
+    namespace: String,
+    name: String,
+}
+
+impl LeaseLock {
+    /// The Lease `name` in `namespace`.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// let lock = informer::leaderelection::LeaseLock::new(client, "default", "leader");
+    /// assert_eq!(lock.describe(), "default/leader");
+    /// ```
+    pub fn new(client: Client, namespace: &str, name: &str) -> LeaseLock {
+        LeaseLock {
+            client,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    /// `namespace/name`, for messages.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # let lock = informer::leaderelection::LeaseLock::new(client, "ns", "l");
+    /// assert_eq!(lock.describe(), "ns/l");
+    /// ```
+    pub fn describe(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The Lease's name.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # let lock = informer::leaderelection::LeaseLock::new(client, "ns", "l");
+    /// assert_eq!(lock.name(), "l");
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn collection(&self) -> String {
+        format!(
+            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
+            encode_path_segment(&self.namespace)
+        )
+    }
+
+    fn item(&self) -> String {
+        format!("{}/{}", self.collection(), encode_path_segment(&self.name))
+    }
+
+    /// The Lease, or `None` if it does not exist.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: informer::leaderelection::LeaseLock) -> informer::Result<()> {
+    /// let exists = lock.get().await?.is_some();
+    /// # Ok(()) }
+    /// ```
+    pub async fn get(&self) -> Result<Option<StoredLease>> {
+        match self
+            .client
+            .request::<Value>(Method::GET, &self.item(), None)
+            .await
+        {
+            Ok(object) => StoredLease::from_value(object).map(Some),
+            Err(e) if e.http_code() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates the Lease with `spec` and `labels`; `409 AlreadyExists` if someone was first.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: informer::leaderelection::LeaseLock) -> informer::Result<()> {
+    /// use informer::leaderelection::LeaseSpec;
+    /// let spec = LeaseSpec { holder_identity: Some("me".into()), ..Default::default() };
+    /// lock.create(&spec, &Default::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn create(
+        &self,
+        spec: &LeaseSpec,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<StoredLease> {
+        let mut metadata = json!({"name": self.name, "namespace": self.namespace});
+        if !labels.is_empty() {
+            metadata["labels"] = json!(labels);
+        }
+        let body = json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": metadata,
+            "spec": spec,
+        });
+        let object = self
+            .client
+            .request::<Value>(Method::POST, &self.collection(), Some(json_body(&body)))
+            .await?;
+        StoredLease::from_value(object)
+    }
+
+    /// Replaces `base`'s spec with `spec`, merges `labels` into its labels, and updates it with
+    /// `base`'s resourceVersion: `409 Conflict` if the Lease changed since `base` was read.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: informer::leaderelection::LeaseLock) -> informer::Result<()> {
+    /// let lease = lock.get().await?.expect("exists");
+    /// let mut spec = lease.spec.clone();
+    /// spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+    /// lock.update(&lease, &spec, &Default::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn update(
+        &self,
+        base: &StoredLease,
+        spec: &LeaseSpec,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<StoredLease> {
+        let mut body = base.object.clone();
+        body["spec"] = json!(spec);
+        if !labels.is_empty() {
+            let metadata = &mut body["metadata"];
+            if !metadata["labels"].is_object() {
+                metadata["labels"] = json!({});
+            }
+            for (k, v) in labels {
+                metadata["labels"][k] = json!(v);
+            }
+        }
+        body["metadata"]["resourceVersion"] = json!(base.resource_version);
+        let object = self
+            .client
+            .request::<Value>(Method::PUT, &self.item(), Some(json_body(&body)))
+            .await?;
+        StoredLease::from_value(object)
+    }
+}
+
+fn json_body(value: &Value) -> (Bytes, &'static str) {
+    (
+        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+        "application/json",
+    )
+}
+
+/// `time` as a Kubernetes `MicroTime`: RFC 3339 in UTC with exactly six fractional digits
+/// (`2026-12-04T21:00:00.123456Z`), the only form the apiserver decodes in a Lease.
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use informer::leaderelection::format_micro_time;
+/// let t = SystemTime::UNIX_EPOCH + Duration::from_micros(951_868_800_000_042);
+/// assert_eq!(format_micro_time(t), "2000-03-01T00:00:00.000042Z");
+/// ```
+pub fn format_micro_time(time: SystemTime) -> String {
+    let micros = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_micros())
+        .unwrap_or(0);
+    let seconds = format_rfc3339(time);
+    let seconds = seconds.strip_suffix('Z').unwrap_or(&seconds);
+    format!("{seconds}.{micros:06}Z")
+}
+
+/// Parses a `MicroTime` (or any RFC 3339 time).
+///
+/// ```
+/// use std::time::{Duration, SystemTime};
+/// use informer::leaderelection::parse_micro_time;
+/// let t = parse_micro_time("1970-01-01T00:00:01.000002Z").unwrap();
+/// assert_eq!(t, SystemTime::UNIX_EPOCH + Duration::from_micros(1_000_002));
+/// ```
+pub fn parse_micro_time(text: &str) -> Option<SystemTime> {
+    parse_rfc3339(text)
+}
+
+/// A wall clock read from the runtime's monotonic clock: `base` plus the time elapsed since
+/// `anchor` on [`tokio::time::Instant`], so it moves with a paused test clock, and strictly
+/// increasing per clock at microsecond grain (two renewals never write the same `renewTime`, so
+/// every renewal changes the record others watch: an identical update would be a no-op on the
+/// server and look to them like no renewal at all).
+#[derive(Debug)]
+pub(crate) struct WallClock {
+    base: SystemTime,
+    anchor: tokio::time::Instant,
+    last_micros: u128,
+}
+
+impl WallClock {
+    pub(crate) fn new() -> WallClock {
+        WallClock {
+            base: SystemTime::now(),
+            anchor: tokio::time::Instant::now(),
+            last_micros: 0,
+        }
+    }
+
+    /// Now, as a `MicroTime` later than any this clock returned before.
+    pub(crate) fn now_micro_time(&mut self) -> String {
+        let elapsed = self.anchor.elapsed();
+        let at = self.base + elapsed;
+        let micros = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0)
+            .max(self.last_micros + 1);
+        self.last_micros = micros;
+        let secs = (micros / 1_000_000) as u64;
+        let sub = (micros % 1_000_000) as u64;
+        format_micro_time(SystemTime::UNIX_EPOCH + Duration::from_micros(secs * 1_000_000 + sub))
+    }
+}

@@ -1,0 +1,202 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's semantics, and a fence
+//! for the work done while leading.
+//!
+//! Several replicas of a controller run a [`LeaderElector`] each on the same Lease; one leads,
+//! the others follow and take over when it stops renewing. Nothing new is needed in the
+//! cluster: the Lease is an ordinary object, and every write is an update with the
+//! resourceVersion last read, so of two candidates racing for it one wins and the other gets
+//! `409 Conflict` (a lost race, never an overwrite).
+//!
+//! # The protocol (client-go's `tools/leaderelection`)
+//!
+//! * Every attempt reads the Lease (the leader first tries to update what it wrote last time).
+//!   A Lease held by someone else is **valid** until LeaseDuration (its `leaseDurationSeconds`)
+//!   after this replica first saw its spec as it is now: validity is judged on the local clock
+//!   from the last observed change, never from the `renewTime` written in it, so clocks of
+//!   different machines need not agree.
+//! * A missing Lease is created; an expired or released one (empty holder) is taken over: holder
+//!   set, `acquireTime` = now, `leaseTransitions` + 1. A renewal keeps both and writes
+//!   `renewTime`.
+//! * The leader renews every RetryPeriod. Followers retry every RetryPeriod less up to a fifth at
+//!   random (client-go draws *above* it, up to 2.2 × RetryPeriod; drawn below, a released Lease
+//!   is taken within RetryPeriod), and also exactly when the observed Lease expires, so a crashed
+//!   leader is replaced within LeaseDuration + RetryPeriod of its last renewal.
+//! * On shutdown ([`LeaderElector::run`]'s future completing) the holder releases: empty holder,
+//!   `leaseDurationSeconds: 1`, transitions unchanged.
+//! * Defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s, and
+//!   LeaseDuration > RenewDeadline > 1.2 × RetryPeriod is enforced.
+//!
+//! # The fence
+//!
+//! [`LeaderElector::fence`] is `Some(`[`FencingToken`]`)` from the first successful write as
+//! holder until RenewDeadline after the **sending** of the last successful write, and `None`
+//! otherwise. Another candidate can take the Lease only LeaseDuration after it first saw that
+//! write, which it cannot see before it was sent: so on one clock the fence closes
+//! LeaseDuration − RenewDeadline (5 s by default) before anyone else can lead.
+//! [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced) cancels the reconciles
+//! in flight when the fence closes and starts none until it opens again.
+//!
+//! **Clock-rate skew.** Replicas measure on their own clocks. If the leader's clock runs slower
+//! than a follower's by a factor *r* (the leader sees RenewDeadline pass while the follower sees
+//! *r* × RenewDeadline), the fence still closes first as long as *r* × RenewDeadline <
+//! LeaseDuration: with the defaults, clock rates may differ by up to 50 %. (Clock *offsets* do
+//! not matter at all.) Less than that margin remains for a cancelled reconcile to reach its
+//! next `.await`, where it is dropped: a reconcile that blocks a thread is not stopped.
+//!
+//! **What it cannot guarantee.** Kubernetes has no fencing on other objects: a write the old
+//! leader sent before its fence closed can still reach the apiserver after the new leader has
+//! started (a slow network, a retrying client). The [`FencingToken`] (holder and
+//! `leaseTransitions`, which grows with every takeover) is what a reconcile can write into the
+//! objects it changes (an annotation, say) so that a later reader or an admission webhook can
+//! reject the stale writer; nothing in the apiserver does that by itself.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo(client: informer::Client) -> informer::Result<()> {
+//! use informer::leaderelection::{LeaderElectionConfig, LeaderElector, LeadershipEvent};
+//!
+//! let mut elector = LeaderElector::new(client, "default", "my-controller", "pod-a",
+//!                                      LeaderElectionConfig::default())?;
+//! let mut events = elector.events();
+//! let fence = elector.fence(); // for WorkerPool::run_fenced
+//! tokio::spawn(elector.run(async { /* wait for SIGTERM */ }));
+//! while let Some(event) = events.recv().await {
+//!     match event {
+//!         LeadershipEvent::StartedLeading(token) => println!("leading ({token})"),
+//!         LeadershipEvent::StoppedLeading => println!("stopped leading"),
+//!         LeadershipEvent::NewLeader { holder, .. } => println!("leader is now {holder:?}"),
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod elector;
+mod lease;
+
+use std::fmt;
+use std::time::Duration;
+
+pub use elector::LeaderElector;
+pub use lease::{LeaseLock, LeaseSpec, StoredLease, format_micro_time, parse_micro_time};
+
+use crate::error::{Error, Result};
+
+/// client-go's jitter factor, which bounds RetryPeriod from above: RenewDeadline must exceed
+/// 1.2 × RetryPeriod.
+const JITTER_FACTOR: f64 = 1.2;
+
+/// The three durations of an election.
+///
+/// ```
+/// use std::time::Duration;
+/// use informer::leaderelection::LeaderElectionConfig;
+/// let config = LeaderElectionConfig::default();
+/// assert_eq!(config.lease_duration, Duration::from_secs(15));
+/// assert!(config.validate().is_ok());
+/// let bad = LeaderElectionConfig { renew_deadline: Duration::from_secs(20), ..config };
+/// assert!(bad.validate().is_err());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaderElectionConfig {
+    /// How long followers wait, from the last change they saw, before taking the Lease over
+    /// (written as `leaseDurationSeconds`, whole seconds). Default 15 s.
+    pub lease_duration: Duration,
+    /// How long the leader goes on without a successful renewal before it stops leading (its
+    /// fence closes). Default 10 s.
+    pub renew_deadline: Duration,
+    /// How often the leader renews and followers retry. Default 2 s.
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElectionConfig {
+    fn default() -> Self {
+        LeaderElectionConfig {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl LeaderElectionConfig {
+    /// Checks client-go's rules: LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, and
+    /// LeaseDuration at least one whole second.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use informer::leaderelection::LeaderElectionConfig;
+    /// let tight = LeaderElectionConfig {
+    ///     lease_duration: Duration::from_secs(3),
+    ///     renew_deadline: Duration::from_secs(2),
+    ///     retry_period: Duration::from_millis(1700),
+    /// };
+    /// assert!(tight.validate().is_err()); // 2 s is not more than 1.2 × 1.7 s
+    /// ```
+    pub fn validate(&self) -> Result<()> {
+        let fail = |m: &str| Err(Error::Config(format!("leader election: {m}")));
+        if self.retry_period.is_zero() {
+            return fail("retryPeriod must be greater than zero");
+        }
+        if self.lease_duration.as_secs() == 0 {
+            return fail("leaseDuration must be at least one second");
+        }
+        if self.lease_duration <= self.renew_deadline {
+            return fail("leaseDuration must be greater than renewDeadline");
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(JITTER_FACTOR) {
+            return fail("renewDeadline must be greater than retryPeriod*JitterFactor");
+        }
+        Ok(())
+    }
+}
+
+/// What a reconcile run under the fence receives: who leads and since which takeover.
+///
+/// `transitions` (the Lease's `leaseTransitions`) grows with every change of holder, so of two
+/// tokens the one with more transitions is the newer leadership.
+///
+/// ```
+/// use informer::leaderelection::FencingToken;
+/// let token = FencingToken { holder: "pod-a".into(), transitions: 3, acquire_time: String::new() };
+/// assert_eq!(token.to_string(), "pod-a/3");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct FencingToken {
+    /// The holder's identity (this elector's).
+    pub holder: String,
+    /// The Lease's `leaseTransitions` when this leadership began.
+    pub transitions: i32,
+    /// The Lease's `acquireTime` of this leadership.
+    pub acquire_time: String,
+}
+
+impl fmt::Display for FencingToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.holder, self.transitions)
+    }
+}
+
+/// A change of leadership, as [`LeaderElector::events`] reports them (client-go's
+/// `OnStartedLeading`, `OnStoppedLeading`, `OnNewLeader`).
+///
+/// ```
+/// use informer::leaderelection::LeadershipEvent;
+/// let event = LeadershipEvent::NewLeader { holder: "pod-b".into(), transitions: 4 };
+/// assert!(matches!(event, LeadershipEvent::NewLeader { ref holder, .. } if holder == "pod-b"));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeadershipEvent {
+    /// This elector leads, with this token (its fence opened).
+    StartedLeading(FencingToken),
+    /// This elector stopped leading: a renewal did not succeed for RenewDeadline, another
+    /// holder was found, or it released the Lease (its fence closed).
+    StoppedLeading,
+    /// The Lease's holder changed, as observed.
+    NewLeader {
+        /// The new holder; `""` when the Lease was released.
+        holder: String,
+        /// The Lease's `leaseTransitions` as observed with it.
+        transitions: i32,
+    },
+}

@@ -1,0 +1,616 @@
+//! Leader election on the simulator's Leases, on a paused clock (issue #32): two and three
+//! electors, takeover after a crash and after a release, the Lease's fields as client-go writes
+//! them, and at most one leader at any instant across 1,000 seeded schedules of crashes,
+//! releases, slow links and partitions.
+//!
+//! Each elector reaches the simulator through a relay of its own, which can delay every chunk
+//! (a request may then reach the server after the elector gave up on it), swallow everything
+//! (a silent partition) or refuse (a partition that resets). Leadership is read from each
+//! elector's fence, the signal its workers obey: the log records when each fence opened and
+//! closed, and no two may be open at once.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use informer::leaderelection::{
+    FencingToken, LeaderElectionConfig, LeaderElector, LeadershipEvent, parse_micro_time,
+};
+use informer::{Client, Config};
+use informer_sim::Simulator;
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep};
+
+const NS: &str = "default";
+
+/// What a relay does with the bytes it carries.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Link {
+    Up,
+    /// Every chunk, either way, waits this long.
+    Delay(Duration),
+    /// Bytes are swallowed; connections stay open.
+    Blackhole,
+    /// New connections are closed at once, open ones at their next chunk.
+    Refuse,
+}
+
+/// A TCP relay in front of the simulator, one per elector.
+struct Relay {
+    addr: SocketAddr,
+    link: Arc<Mutex<Link>>,
+}
+
+impl Relay {
+    async fn start(upstream: SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let link = Arc::new(Mutex::new(Link::Up));
+        let shared = link.clone();
+        tokio::spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                if *shared.lock().unwrap() == Link::Refuse {
+                    continue;
+                }
+                let Ok(up) = TcpStream::connect(upstream).await else {
+                    continue;
+                };
+                // No Nagle: a write held for a delayed ACK (real time) would let virtual time run
+                // ahead of the bytes.
+                let _ = (down.set_nodelay(true), up.set_nodelay(true));
+                let (down_r, down_w) = down.into_split();
+                let (up_r, up_w) = up.into_split();
+                tokio::spawn(pump(down_r, up_w, shared.clone()));
+                tokio::spawn(pump(up_r, down_w, shared.clone()));
+            }
+        });
+        Relay { addr, link }
+    }
+
+    fn set(&self, link: Link) {
+        *self.link.lock().unwrap() = link;
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    link: Arc<Mutex<Link>>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let now = *link.lock().unwrap();
+        match now {
+            Link::Up => {}
+            Link::Delay(d) => sleep(d).await,
+            Link::Blackhole => continue,
+            Link::Refuse => return,
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn client(url: &str) -> Client {
+    Client::new(Config::new(url.parse().unwrap())).unwrap()
+}
+
+/// When each elector's fence opened (`true`) and closed (`false`), in order.
+type Log = Arc<Mutex<Vec<(Instant, String, bool)>>>;
+
+/// Records `fence`'s openings and closings; a dropped elector (a crash) closes it.
+fn record(identity: &str, mut fence: watch::Receiver<Option<FencingToken>>, log: &Log) {
+    let (identity, log) = (identity.to_string(), log.clone());
+    tokio::spawn(async move {
+        let mut leading = false;
+        loop {
+            let now = fence.borrow_and_update().is_some();
+            if now != leading {
+                leading = now;
+                log.lock()
+                    .unwrap()
+                    .push((Instant::now(), identity.clone(), leading));
+            }
+            if fence.changed().await.is_err() {
+                if leading {
+                    log.lock()
+                        .unwrap()
+                        .push((Instant::now(), identity.clone(), false));
+                }
+                return;
+            }
+        }
+    });
+}
+
+/// Fails if two fences were ever open at once; returns how many leaderships there were.
+fn assert_one_leader_at_a_time(log: &Log, context: &str) -> usize {
+    let log = log.lock().unwrap();
+    let mut leader: Option<&str> = None;
+    let mut terms = 0;
+    for (at, who, leading) in log.iter() {
+        if *leading {
+            assert!(
+                leader.is_none(),
+                "{context}: {who} started leading at {at:?} while {leader:?} led; log: {log:#?}"
+            );
+            leader = Some(who);
+            terms += 1;
+        } else {
+            assert_eq!(leader, Some(who.as_str()), "{context}: log {log:#?}");
+            leader = None;
+        }
+    }
+    terms
+}
+
+/// A running elector: its task, its shutdown switch (release) and its fence.
+struct Running {
+    task: JoinHandle<()>,
+    release: Option<oneshot::Sender<()>>,
+    fence: watch::Receiver<Option<FencingToken>>,
+}
+
+impl Running {
+    fn leads(&self) -> bool {
+        self.fence.borrow().is_some()
+    }
+
+    /// Completes the shutdown future: the elector releases the Lease and returns.
+    async fn release(mut self) {
+        if let Some(tx) = self.release.take() {
+            let _ = tx.send(());
+        }
+        self.task.await.unwrap();
+    }
+
+    fn crash(self) {
+        self.task.abort();
+    }
+}
+
+fn start(url: &str, lease: &str, identity: &str, seed: u64, log: &Log) -> Running {
+    let elector = LeaderElector::new(
+        client(url),
+        NS,
+        lease,
+        identity,
+        LeaderElectionConfig::default(),
+    )
+    .unwrap()
+    .jitter_seed(seed);
+    let fence = elector.fence();
+    record(identity, elector.fence(), log);
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(elector.run(async {
+        let _ = rx.await;
+    }));
+    Running {
+        task,
+        release: Some(tx),
+        fence,
+    }
+}
+
+/// Waits (in virtual time) until `pred` holds, checking every 10 ms; panics after `limit`.
+async fn until(limit: Duration, what: &str, mut pred: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !pred() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        sleep(Duration::from_millis(10)).await;
+    }
+    start.elapsed()
+}
+
+fn lease(sim: &Simulator, name: &str) -> Value {
+    sim.get("leases", Some(NS), name).unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_electors_one_leads_a_crashed_leader_is_replaced_within_lease_duration_plus_retry() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "crash", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    let b = start(sim.url(), "crash", "b", 2, &log);
+    sleep(Duration::from_secs(30)).await;
+    assert!(a.leads() && !b.leads(), "the first leader keeps the Lease");
+
+    let created = lease(&sim, "crash");
+    assert_eq!(created["spec"]["holderIdentity"], "a");
+    assert_eq!(created["spec"]["leaseDurationSeconds"], 15);
+    assert_eq!(created["spec"]["leaseTransitions"], 0);
+
+    a.crash();
+    let took = until(Duration::from_secs(30), "b takes over", || b.leads()).await;
+    let bound = Duration::from_secs(15 + 2);
+    assert!(
+        took <= bound,
+        "takeover after {took:?}, more than {bound:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(15) - Duration::from_secs(2),
+        "{took:?}: too early"
+    );
+    let taken = lease(&sim, "crash");
+    assert_eq!(taken["spec"]["holderIdentity"], "b");
+    assert_eq!(taken["spec"]["leaseTransitions"], 1);
+    assert_ne!(taken["spec"]["acquireTime"], created["spec"]["acquireTime"]);
+    assert_eq!(assert_one_leader_at_a_time(&log, "crash"), 2);
+    b.release().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_released_lease_is_taken_within_retry_period_and_fields_are_client_gos() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let mut a_elector = LeaderElector::new(
+        client(sim.url()),
+        NS,
+        "release",
+        "a",
+        LeaderElectionConfig::default(),
+    )
+    .unwrap();
+    let mut a_events = a_elector.events();
+    record("a", a_elector.fence(), &log);
+    let a_fence = a_elector.fence();
+    let (stop_a, stopped) = oneshot::channel::<()>();
+    let a_task = tokio::spawn(a_elector.run(async {
+        let _ = stopped.await;
+    }));
+    until(Duration::from_secs(1), "a leads", || {
+        a_fence.borrow().is_some()
+    })
+    .await;
+    let b = start(sim.url(), "release", "b", 3, &log);
+
+    // Renewals every RetryPeriod: renewTime moves, acquireTime and transitions do not.
+    sleep(Duration::from_millis(500)).await;
+    let first = lease(&sim, "release");
+    sleep(Duration::from_secs(4)).await;
+    let later = lease(&sim, "release");
+    assert_eq!(later["spec"]["acquireTime"], first["spec"]["acquireTime"]);
+    assert_eq!(later["spec"]["leaseTransitions"], 0);
+    let renewed = |v: &Value| parse_micro_time(v["spec"]["renewTime"].as_str().unwrap()).unwrap();
+    let step = renewed(&later).duration_since(renewed(&first)).unwrap();
+    assert_eq!(step, Duration::from_secs(4), "two renewals, 2 s apart");
+    let micro = later["spec"]["renewTime"].as_str().unwrap();
+    assert_eq!(micro.len(), "2026-12-04T21:00:00.123456Z".len(), "{micro}");
+
+    // Release: empty holder, a one second duration, transitions unchanged.
+    stop_a.send(()).unwrap();
+    let released_at = Instant::now();
+    a_task.await.unwrap();
+    assert!(a_fence.borrow().is_none());
+    let took = until(Duration::from_secs(5), "b takes over", || b.leads()).await;
+    let took = took.max(released_at.elapsed());
+    assert!(
+        took <= Duration::from_secs(2),
+        "takeover {took:?} after the release"
+    );
+    let taken = lease(&sim, "release");
+    assert_eq!(taken["spec"]["holderIdentity"], "b");
+    assert_eq!(taken["spec"]["leaseTransitions"], 1);
+
+    let mut events = Vec::new();
+    while let Ok(event) = a_events.try_recv() {
+        events.push(event);
+    }
+    assert!(
+        // client-go's order: the new leader is reported before OnStartedLeading.
+        matches!(events.as_slice(), [
+            LeadershipEvent::NewLeader { holder: first, transitions: 0 },
+            LeadershipEvent::StartedLeading(token),
+            LeadershipEvent::StoppedLeading,
+            LeadershipEvent::NewLeader { holder: released, transitions: 0 },
+        ] if token.holder == "a" && token.transitions == 0 && first == "a" && released.is_empty()),
+        "{events:?}"
+    );
+    assert_eq!(assert_one_leader_at_a_time(&log, "release"), 2);
+    b.release().await;
+    let released = lease(&sim, "release");
+    assert_eq!(released["spec"]["holderIdentity"], "");
+    assert_eq!(released["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(released["spec"]["leaseTransitions"], 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_electors_exactly_one_leads_and_a_partitioned_leader_stops_before_lease_duration() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let mut relays = Vec::new();
+    let mut electors = Vec::new();
+    for (i, id) in ["a", "b", "c"].into_iter().enumerate() {
+        let relay = Relay::start(sim.addr()).await;
+        electors.push(start(&relay.url(), "three", id, i as u64, &log));
+        relays.push(relay);
+    }
+    sleep(Duration::from_secs(20)).await;
+    let leaders: Vec<usize> = (0..3).filter(|&i| electors[i].leads()).collect();
+    assert_eq!(leaders.len(), 1, "{leaders:?}");
+    let leader = leaders[0];
+
+    // The leader can no longer reach the server: its fence closes within RenewDeadline of its
+    // last renewal (so before LeaseDuration), and another takes over after LeaseDuration.
+    relays[leader].set(Link::Blackhole);
+    let cut = Instant::now();
+    let closed = until(Duration::from_secs(15), "the cut-off leader stops", || {
+        !electors[leader].leads()
+    })
+    .await;
+    assert!(
+        closed <= Duration::from_secs(10),
+        "stopped after {closed:?}"
+    );
+    until(Duration::from_secs(20), "another leads", || {
+        (0..3).any(|i| i != leader && electors[i].leads())
+    })
+    .await;
+    let new_leader_after = cut.elapsed();
+    assert!(
+        new_leader_after <= Duration::from_secs(17),
+        "{new_leader_after:?}"
+    );
+    assert!(new_leader_after > closed);
+
+    // Healed, the old leader follows.
+    relays[leader].set(Link::Up);
+    sleep(Duration::from_secs(30)).await;
+    assert_eq!((0..3).filter(|&i| electors[i].leads()).count(), 1);
+    assert!(!electors[leader].leads());
+    assert_eq!(assert_one_leader_at_a_time(&log, "three"), 2);
+}
+
+/// One seeded schedule: 2 or 3 electors for 40 s of crashes, releases, restarts, slow links
+/// and partitions, then everything healed and running for 30 s.
+async fn schedule(sim: &Simulator, seed: u64) -> usize {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let lease = format!("schedule-{seed}");
+    let log: Log = Arc::default();
+    let n = rng.usize(2..=3);
+    let mut relays = Vec::new();
+    for _ in 0..n {
+        relays.push(Relay::start(sim.addr()).await);
+    }
+    let ids: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();
+    let mut electors: Vec<Option<Running>> = (0..n)
+        .map(|i| {
+            Some(start(
+                &relays[i].url(),
+                &lease,
+                &ids[i],
+                seed * 8 + i as u64,
+                &log,
+            ))
+        })
+        .collect();
+    let chaos_end = Instant::now() + Duration::from_secs(40);
+    while Instant::now() < chaos_end {
+        sleep(Duration::from_millis(rng.u64(200..4000))).await;
+        let i = rng.usize(0..n);
+        match rng.u32(0..10) {
+            0 => {
+                if let Some(e) = electors[i].take() {
+                    e.crash();
+                }
+            }
+            1 => {
+                if let Some(e) = electors[i].take() {
+                    e.release().await;
+                }
+            }
+            2 | 3 => {
+                if electors[i].is_none() {
+                    electors[i] = Some(start(&relays[i].url(), &lease, &ids[i], rng.u64(..), &log));
+                }
+            }
+            4 => relays[i].set(Link::Blackhole),
+            5 => relays[i].set(Link::Refuse),
+            6 | 7 => relays[i].set(Link::Delay(Duration::from_millis(rng.u64(1..12_000)))),
+            _ => relays[i].set(Link::Up),
+        }
+    }
+    for i in 0..n {
+        relays[i].set(Link::Up);
+        if electors[i].is_none() {
+            electors[i] = Some(start(&relays[i].url(), &lease, &ids[i], rng.u64(..), &log));
+        }
+    }
+    // Healed: someone leads within LeaseDuration + RenewDeadline + RetryPeriod at most (a stale
+    // request may hold an elector for RenewDeadline).
+    sleep(Duration::from_secs(30)).await;
+    let leading = electors.iter().flatten().filter(|e| e.leads()).count();
+    assert_eq!(leading, 1, "seed {seed}: {leading} leaders after healing");
+    for e in electors.into_iter().flatten() {
+        e.crash();
+    }
+    tokio::task::yield_now().await;
+    assert_one_leader_at_a_time(&log, &format!("seed {seed}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn at_most_one_leader_at_any_instant_across_1000_seeded_schedules() {
+    let sim = Simulator::start().await.unwrap();
+    let schedules: u64 = std::env::var("LEADER_SCHEDULES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1000);
+    let mut terms = 0;
+    for seed in 0..schedules {
+        terms += schedule(&sim, seed).await;
+    }
+    // Not vacuous: crashes, releases and partitions moved the Lease about three times a schedule.
+    assert!(
+        terms as u64 >= 2 * schedules,
+        "{terms} leaderships in {schedules} schedules"
+    );
+    eprintln!("{terms} leaderships in {schedules} schedules");
+}
+
+/// What the replicas' reconciles did: (when, replica, key, leaseTransitions, what).
+type Work = Arc<Mutex<Vec<(Instant, String, String, i32, &'static str)>>>;
+
+/// Marks a reconcile's end in the log: `"cancelled"` unless it finished.
+struct Ended {
+    work: Work,
+    entry: (String, String, i32),
+    finished: bool,
+}
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let (replica, key, term) = self.entry.clone();
+        let what = if self.finished {
+            "finished"
+        } else {
+            "cancelled"
+        };
+        self.work
+            .lock()
+            .unwrap()
+            .push((Instant::now(), replica, key, term, what));
+    }
+}
+
+/// One replica: an elector through `relay`, and an InformerController on ConfigMaps (straight
+/// to the simulator) run under its fence. A ConfigMap named `stuck-*` never finishes its
+/// reconcile.
+fn replica(sim: &Simulator, relay: &Relay, identity: &str, work: &Work) -> JoinHandle<()> {
+    use informer::workqueue::{Action, InformerController};
+    use informer::{ConfigMap, InformerFactory};
+    let elector = LeaderElector::new(
+        client(&relay.url()),
+        NS,
+        "controller",
+        identity,
+        LeaderElectionConfig::default(),
+    )
+    .unwrap()
+    .jitter_seed(identity.len() as u64);
+    let fence = elector.fence();
+    let factory = InformerFactory::new(client(sim.url()));
+    let controller = InformerController::new(&factory.informer::<ConfigMap>(Some(NS)), 2);
+    factory.start();
+    let (identity, work) = (identity.to_string(), work.clone());
+    tokio::spawn(async move {
+        tokio::spawn(elector.run(std::future::pending()));
+        controller
+            .run_fenced(
+                fence,
+                move |key, _store, token: FencingToken| {
+                    let (identity, work) = (identity.clone(), work.clone());
+                    async move {
+                        let entry = (identity, key.clone(), token.transitions);
+                        work.lock().unwrap().push((
+                            Instant::now(),
+                            entry.0.clone(),
+                            key.clone(),
+                            token.transitions,
+                            "started",
+                        ));
+                        let mut ended = Ended {
+                            work,
+                            entry,
+                            finished: false,
+                        };
+                        if key.contains("stuck-") {
+                            std::future::pending::<()>().await;
+                        }
+                        sleep(Duration::from_millis(100)).await;
+                        ended.finished = true;
+                        Ok::<_, String>(Action::Done)
+                    }
+                },
+                std::future::pending(),
+            )
+            .await;
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fenced_controller_reconciles_only_while_leading_and_a_cut_off_leader_cancels_in_time() {
+    let sim = Simulator::start().await.unwrap();
+    for name in ["stuck-1", "web", "db"] {
+        sim.create(
+            "configmaps",
+            Some(NS),
+            serde_json::json!({"metadata": {"name": name}}),
+        )
+        .unwrap();
+    }
+    let work: Work = Arc::default();
+    let relay_a = Relay::start(sim.addr()).await;
+    let a = replica(&sim, &relay_a, "a", &work);
+    sleep(Duration::from_secs(3)).await;
+    let relay_b = Relay::start(sim.addr()).await;
+    let b = replica(&sim, &relay_b, "b", &work);
+    // The informers hand events to handler threads, which a paused clock does not wait for:
+    // wait in real time for the leader's first reconciles.
+    let real = std::time::Instant::now();
+    while work
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|w| w.4 == "finished")
+        .count()
+        < 2
+    {
+        assert!(real.elapsed() < Duration::from_secs(20), "no reconciles");
+        sleep(Duration::from_millis(10)).await;
+    }
+    sleep(Duration::from_secs(5)).await;
+    {
+        let work = work.lock().unwrap();
+        assert!(work.iter().all(|w| w.1 == "a" && w.3 == 0), "{work:#?}");
+        let done: Vec<_> = work.iter().filter(|w| w.4 == "finished").collect();
+        assert_eq!(
+            done.len(),
+            2,
+            "web and db reconciled by the leader: {work:#?}"
+        );
+    }
+
+    // a can no longer renew: its stuck reconcile is cancelled within RenewDeadline of its last
+    // renewal (before anyone can take the Lease); b then takes over, warm, and reconciles the
+    // stuck key again with the next token.
+    relay_a.set(Link::Blackhole);
+    let cut = Instant::now();
+    until(Duration::from_secs(30), "b reconciles", || {
+        work.lock().unwrap().iter().any(|w| w.1 == "b")
+    })
+    .await;
+    let work = work.lock().unwrap().clone();
+    let cancelled = work
+        .iter()
+        .find(|w| w.1 == "a" && w.4 == "cancelled")
+        .expect("a's stuck reconcile was cancelled");
+    assert_eq!(cancelled.2, "default/stuck-1");
+    let cancelled_after = cancelled.0 - cut;
+    assert!(
+        cancelled_after <= Duration::from_secs(10),
+        "cancelled {cancelled_after:?} after the cut"
+    );
+    let b_start = work.iter().find(|w| w.1 == "b").unwrap();
+    assert_eq!(b_start.3, 1, "b reconciles under the next leaseTransitions");
+    assert!(
+        b_start.0 - cancelled.0 >= Duration::from_secs(5) - Duration::from_millis(1),
+        "LeaseDuration - RenewDeadline between a's cancel and b's first reconcile: {work:#?}"
+    );
+    assert!(b_start.0 - cut <= Duration::from_secs(17), "{work:#?}");
+    a.abort();
+    b.abort();
+}
