@@ -501,8 +501,11 @@ impl<'de> Visitor<'de> for ObjectVisitor {
         let (metadata, metadata_text) = match metadata {
             None => (ObjectMeta::default(), MetadataText::Absent),
             Some(raw) => {
-                let meta: ObjectMeta = serde_json::from_str(raw.get()).map_err(A::Error::custom)?;
+                // Compact first: the typed metadata keeps some members as text (`managedFields`),
+                // and that text must be what the object writes, or an object read back from its
+                // own output would differ from it.
                 let raw = compact_raw(raw);
+                let meta: ObjectMeta = serde_json::from_str(raw.get()).map_err(A::Error::custom)?;
                 let typed = serde_json::to_string(&meta).map_err(A::Error::custom)?;
                 let text = if typed == raw.get() {
                     MetadataText::Typed

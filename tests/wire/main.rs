@@ -6,3 +6,4 @@ mod support;
 
 mod frames;
 mod http;
+mod json_object;
