@@ -30,6 +30,10 @@ for f in fixtures/wire/*.jsonl; do
     seed frames < "$f"
     while IFS= read -r line; do printf '%s' "$line" | seed watch_event; done < "$f"
 done
+# What the json_object target once found: kept as seeds, so a smoke run starts from them.
+for f in fixtures/json_object/*.json; do
+    seed json_object < "$f"
+done
 for f in fixtures/wire/*.json fixtures/*.json; do
     seed frames < "$f"
     seed json_object < "$f"
