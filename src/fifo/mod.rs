@@ -1075,6 +1075,12 @@ impl<T: Object> FifoConsumer<T> {
         }
     }
 
+    /// Whether a pop would find something without waiting: a pending key, an unreported
+    /// bookmark, or inputs not yet drained.
+    pub(crate) fn has_waiting(&self) -> bool {
+        self.ready() || !self.shared.inbox.is_empty()
+    }
+
     /// Whether `take` has something to hand out: a pending key, or an unreported bookmark.
     fn ready(&self) -> bool {
         self.pending.len() > 0 || (self.bookmark_unreported && !self.pending.relist_running())

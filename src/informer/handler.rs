@@ -22,7 +22,7 @@
 //! initial add, a delete, a re-create): the re-created object then stands in for the listed one.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::panic_message;
@@ -135,6 +135,23 @@ pub(crate) enum Notification<T> {
     Delete(DeletedObject<T>),
 }
 
+// By hand: a derive would ask `T: Clone`, and only `Arc`s are cloned.
+impl<T> Clone for Notification<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Notification::Add { obj, initial } => Notification::Add {
+                obj: obj.clone(),
+                initial: *initial,
+            },
+            Notification::Update { old, new } => Notification::Update {
+                old: old.clone(),
+                new: new.clone(),
+            },
+            Notification::Delete(d) => Notification::Delete(d.clone()),
+        }
+    }
+}
+
 impl<T> Notification<T> {
     fn is_initial(&self) -> bool {
         matches!(self, Notification::Add { initial: true, .. })
@@ -206,6 +223,9 @@ pub(crate) struct Queue<T> {
     scheduled: bool,
     /// The job is inside a call of the handler.
     in_call: bool,
+    /// Notifications pushed since the slot's job last left the pool, not yet scheduled (see
+    /// [`Slot::notify`]).
+    deferred: usize,
 }
 
 impl<T> Queue<T> {
@@ -217,6 +237,7 @@ impl<T> Queue<T> {
             closed: false,
             scheduled: false,
             in_call: false,
+            deferred: 0,
         }
     }
 
@@ -225,6 +246,9 @@ impl<T> Queue<T> {
     fn schedule(&mut self) -> bool {
         let due = !self.scheduled && !self.closed && !self.waiting.is_empty();
         self.scheduled |= due;
+        if self.scheduled {
+            self.deferred = 0;
+        }
         due
     }
 
@@ -352,6 +376,8 @@ pub(crate) struct Slot<T> {
     /// The informer's progress signal, bumped when the last initial notification is gone
     /// (delivered, or coalesced away), so that sync waits wake.
     progress: tokio::sync::watch::Sender<()>,
+    /// Whether the informer has synced (set before it bumps `progress` itself).
+    informer_synced: Arc<AtomicBool>,
     /// Woken when the slot's job leaves the pool (see [`Slot::idle`]).
     idle: tokio::sync::Notify,
     /// How often the handler resyncs (`None`: never).
@@ -371,6 +397,7 @@ impl<T: Object> Slot<T> {
         pool: Arc<ThreadPool>,
         on_error: Option<ErrorCallback>,
         progress: tokio::sync::watch::Sender<()>,
+        informer_synced: Arc<AtomicBool>,
     ) -> Arc<Slot<T>> {
         Arc::new(Slot {
             id,
@@ -381,25 +408,45 @@ impl<T: Object> Slot<T> {
             panics: AtomicU64::new(0),
             on_error,
             progress,
+            informer_synced,
             idle: tokio::sync::Notify::new(),
             resync_period,
             resync: Mutex::new(None),
         })
     }
 
-    /// Queues a notification; never waits for the handler.
-    pub(crate) fn notify(self: &Arc<Self>, key: &str, n: Notification<T>) {
+    /// Queues notifications (keyed) in order; never waits for the handler.
+    ///
+    /// The caller has more coming (the processor, while its fifo has more waiting): the slot's
+    /// job is submitted only once [`BATCH`] notifications wait unscheduled, or at the next
+    /// [`flush`](Self::flush). A handler that keeps up would otherwise cost a thread wake-up per
+    /// notification, which on a busy machine is most of the work.
+    pub(crate) fn notify(self: &Arc<Self>, notifications: &[(String, Notification<T>)]) {
+        if notifications.is_empty() {
+            return;
+        }
         let (initial_done, schedule) = {
             let mut q = self.queue.lock().unwrap();
             let before = q.initial_outstanding;
-            q.push(key, n);
+            for (key, n) in notifications {
+                q.push(key, n.clone());
+            }
+            if !q.scheduled {
+                q.deferred += notifications.len();
+            }
+            let due = q.deferred >= BATCH && q.schedule();
             // A delete can cancel the last waiting initial add.
-            (before > 0 && q.initial_outstanding == 0, q.schedule())
+            (before > 0 && q.initial_outstanding == 0, due)
         };
         if schedule {
             self.submit();
         }
         self.signal(initial_done);
+    }
+
+    /// Submits the slot's job if notifications wait unscheduled (see [`notify`](Self::notify)).
+    pub(crate) fn flush(self: &Arc<Self>) {
+        self.with_queue(|_| ());
     }
 
     /// Runs `f` with the queue locked (to queue several notifications at once).
@@ -527,9 +574,15 @@ impl<T: Object> Slot<T> {
         }
     }
 
-    /// Wakes sync waits once the last initial notification has been handled.
+    /// Wakes sync waits once the last initial notification has been handled, if the informer
+    /// has synced: before that a handler that keeps up runs out of initial notifications after
+    /// each one, and the waits would wake for nothing each time (they wake anyway when the
+    /// informer syncs, and then see this handler's count under its lock).
     fn signal(&self, initial_done: bool) {
-        if initial_done {
+        // Acquire: pairs with the informer's Release store before its own bump. If this reads
+        // false, that store (and the bump after it) comes after our count reached zero under
+        // the queue lock, so the waits it wakes see the zero.
+        if initial_done && self.informer_synced.load(Ordering::Acquire) {
             self.progress.send_replace(());
         }
     }

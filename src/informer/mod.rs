@@ -31,7 +31,7 @@ mod handler;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
@@ -89,6 +89,9 @@ struct Shared<T: Object> {
     /// sync waits ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the
     /// controllers and service discovery) wake on, instead of polling.
     progress: tokio::sync::watch::Sender<()>,
+    /// Set (before `progress` is bumped) once the informer has synced: until then a handler that
+    /// runs out of initial notifications has nobody to wake (see `Slot::signal`).
+    synced: Arc<AtomicBool>,
     /// The client's handler pool, which every handler's mailbox runs on.
     pool: Arc<ThreadPool>,
     /// The runtime `start` ran on: resync timers of handlers added later start there.
@@ -189,6 +192,7 @@ impl<T: Object + Clone> Informer<T> {
                 on_error,
                 applied: AtomicU64::new(0),
                 progress: tokio::sync::watch::Sender::new(()),
+                synced: Arc::new(AtomicBool::new(false)),
                 pool,
                 runtime: OnceLock::new(),
                 tasks: Mutex::new(Tasks::default()),
@@ -334,6 +338,7 @@ impl<T: Object + Clone> Informer<T> {
             self.shared.pool.clone(),
             self.shared.on_error.clone(),
             self.shared.progress.clone(),
+            self.shared.synced.clone(),
         );
         {
             let mut handlers = self.shared.handlers.write().unwrap();
@@ -413,7 +418,20 @@ impl<T: Object + Clone> Informer<T> {
 /// informer is dropped.
 async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<T>) {
     let mut synced = false;
-    while let Some(popped) = consumer.pop().await {
+    // The notifications of one pop, queued to each handler at once (reused across pops).
+    let mut notifications: Vec<(String, Notification<T>)> = Vec::new();
+    loop {
+        if !consumer.has_waiting() {
+            // Nothing more to apply right now: what the handlers were given is delivered now.
+            if let Some(shared) = shared.upgrade() {
+                for h in shared.handlers.read().unwrap().iter() {
+                    h.flush();
+                }
+            }
+        }
+        let Some(popped) = consumer.pop().await else {
+            return;
+        };
         let Some(shared) = shared.upgrade() else {
             return;
         };
@@ -421,10 +439,18 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         {
             let handlers = shared.handlers.read().unwrap();
             for delta in popped.deltas() {
-                apply(&shared.store, &handlers, delta, initial);
+                let notification = apply(&shared.store, delta, initial);
+                if !handlers.is_empty() {
+                    notifications.push(notification);
+                }
                 // Relaxed: a counter for metrics only.
                 shared.applied.fetch_add(1, Ordering::Relaxed);
             }
+            // Submitted to the pool at the flush above, or once enough wait (`Slot::notify`).
+            for h in handlers.iter() {
+                h.notify(&notifications);
+            }
+            notifications.clear();
         }
         if let Some(rv) = popped.caught_up_resource_version() {
             shared.store.set_last_applied_resource_version(rv);
@@ -436,6 +462,9 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         // that comes out as a pop: either way this is the first look after the change.
         if !synced && shared.fifo.has_synced() {
             synced = true;
+            // Release: a handler that reads it set (Acquire) and then bumps `progress` wakes a
+            // waiter that will see the informer synced.
+            shared.synced.store(true, Ordering::Release);
             shared.progress.send_replace(());
         }
         drop(shared);
@@ -445,32 +474,31 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
     }
 }
 
-/// Applies one delta to the store and queues the matching notification for every handler.
-fn apply<T: Object>(store: &Store<T>, handlers: &[Arc<Slot<T>>], delta: &Delta<T>, initial: bool) {
+/// Applies one delta to the store; returns its key and the notification handlers get for it.
+fn apply<T: Object>(
+    store: &Store<T>,
+    delta: &Delta<T>,
+    initial: bool,
+) -> (String, Notification<T>) {
     match delta {
         Delta::Added(obj) | Delta::Modified(obj) => {
             let key = obj.meta().key();
-            let old = store.insert(obj.clone());
-            for h in handlers {
-                let n = match &old {
-                    Some(old) => Notification::Update {
-                        old: old.clone(),
-                        new: obj.clone(),
-                    },
-                    None => Notification::Add {
-                        obj: obj.clone(),
-                        initial,
-                    },
-                };
-                h.notify(&key, n);
-            }
+            let notification = match store.insert(obj.clone()) {
+                Some(old) => Notification::Update {
+                    old,
+                    new: obj.clone(),
+                },
+                None => Notification::Add {
+                    obj: obj.clone(),
+                    initial,
+                },
+            };
+            (key, notification)
         }
         Delta::Deleted(d) => {
             let key = d.key();
             store.remove(&key);
-            for h in handlers {
-                h.notify(&key, Notification::Delete(d.clone()));
-            }
+            (key, Notification::Delete(d.clone()))
         }
     }
 }
