@@ -106,14 +106,16 @@ and once the initial list is applied {\"type\":\"SYNCED\",\"objects\":N,\"resour
 Options:
   -l, --selector SELECTOR    label selector, sent to the server
   --field-selector S         field selector, sent to the server
-  -o, --output FORMAT        table (default), jsonl, or none (print nothing, for measuring)
+  -o, --output FORMAT        table (default), jsonl, or none (print nothing and register no
+                             handler: the cache alone, for measuring)
   --until-synced             exit after the SYNCED line
   --max-events N             exit after N watch events (after the initial list) have been applied
                              to the store (and printed)
   --sync-timeout S           exit (status 1) if the initial list is not synced after S: 30, 30s,
                              2m (default: keep trying; failures are printed on stderr)
   --stats                    at exit, one JSON line on stderr: sync_seconds, watch_events,
-                             watch_seconds, events_per_sec, notifications, objects, peak_rss_kib
+                             watch_seconds, events_per_sec, notifications (printed; with -o
+                             none, changes applied to the store), objects, peak_rss_kib
   -h, --help                 this help
 ";
 

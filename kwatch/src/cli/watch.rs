@@ -12,10 +12,10 @@
 //! `--until-synced` exits there, printing nothing after it; `--max-events N` exits once N watch
 //! events (those after the initial list: the fifo's own count, whenever the printer happened to
 //! see the sync) have been applied to the store and their notifications printed; `--stats` then
-//! prints one JSON line of figures on stderr.
+//! prints one JSON line of figures on stderr. `-o none` registers no handler: it keeps the
+//! cache, waits for the informer's own sync, and counts the changes applied to the store.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use informer::informer::HandlerId;
@@ -110,13 +110,13 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
     // Bounded: a terminal slower than the watch blocks the handler thread, whose queue then
     // coalesces per key, and the fifo behind it slows the watch reader: memory stays O(keys).
     let (tx, mut rx) = mpsc::channel(NOTIFICATION_BUFFER);
-    // `-o none` prints nothing: its handler only counts, and nothing goes through the channel
-    // (`_tx` keeps it open, so the loop below still waits on it).
-    let counted = Arc::new(AtomicU64::new(0));
+    // `-o none` prints nothing, so it needs no handler (a handler costs every change a call on
+    // the handler pool); nothing goes through the channel (`_tx` keeps it open, so the loop
+    // below still waits on it).
     let (id, _tx) = if args.output == Format::None {
-        (count_notifications(&informer, counted.clone()), Some(tx))
+        (None, Some(tx))
     } else {
-        (forward_notifications(&informer, tx), None)
+        (Some(forward_notifications(&informer, tx)), None)
     };
     informer.start();
 
@@ -135,15 +135,15 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
     loop {
         tokio::select! {
             n = rx.recv() => first = n,
-            // Woken by the informer the moment the handler has synced.
-            _ = informer.wait_for_handler_sync(id, Duration::MAX), if !sync_observed => {}
+            // Woken by the informer the moment the handler (or the informer) has synced.
+            _ = synced(&informer, id), if !sync_observed => {}
             // Error reporting and `--max-events` look at the counters now and then.
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             _ = &mut ctrl_c => break,
         }
         // Checked before draining: once the handler is synced, every initial notification is
         // already in the channel.
-        if !sync_observed && informer.handler_has_synced(id) {
+        if !sync_observed && has_synced(&informer, id) {
             sync_observed = true;
         }
         let mut batch: Vec<Notification> = first.take().into_iter().collect();
@@ -218,7 +218,12 @@ pub async fn run(global: &Global, args: WatchArgs) -> CliResult {
             watch_events,
             watch_seconds: finite(watch_seconds).unwrap_or(0.0),
             events_per_sec: finite(watch_events as f64 / watch_seconds),
-            notifications: printer.notifications + counted.load(Ordering::Relaxed),
+            // Without a handler, what a handler would have been told (before its own coalescing).
+            notifications: if id.is_some() {
+                printer.notifications
+            } else {
+                m.applied
+            },
             objects: m.objects,
             peak_rss_kib: peak_rss_kib(),
         };
@@ -261,22 +266,20 @@ fn forward_notifications(
     )
 }
 
-/// Registers a handler that counts notifications in `counted` (for `-o none`).
-fn count_notifications(informer: &Informer<JsonObject>, counted: Arc<AtomicU64>) -> HandlerId {
-    let (a, u, d) = (counted.clone(), counted.clone(), counted);
-    // Relaxed: a count, read once the handler is idle (`in_call` false, under its queue lock).
-    informer.add_handler(
-        HandlerFns::new()
-            .on_add(move |_: &Arc<JsonObject>, _| {
-                a.fetch_add(1, Ordering::Relaxed);
-            })
-            .on_update(move |_, _| {
-                u.fetch_add(1, Ordering::Relaxed);
-            })
-            .on_delete(move |_| {
-                d.fetch_add(1, Ordering::Relaxed);
-            }),
-    )
+/// Completes once the handler `id` has synced, or the informer when there is no handler.
+async fn synced(informer: &Informer<JsonObject>, id: Option<HandlerId>) {
+    match id {
+        Some(id) => informer.wait_for_handler_sync(id, Duration::MAX).await,
+        None => informer.wait_for_sync(Duration::MAX).await,
+    };
+}
+
+/// Whether the handler `id` has synced, or the informer when there is no handler.
+fn has_synced(informer: &Informer<JsonObject>, id: Option<HandlerId>) -> bool {
+    match id {
+        Some(id) => informer.handler_has_synced(id),
+        None => informer.has_synced(),
+    }
 }
 
 struct Printer {

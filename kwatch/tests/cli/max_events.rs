@@ -38,7 +38,7 @@ async fn max_events_counts_every_event_behind_the_sync_run_after_run() {
         // check), everything after them waits; the burst is written once the watch is open, so
         // every write is a watch event of this run, and all of them arrive at once on resume.
         sim.faults().stall_watches();
-        // Every other run prints nothing (`-o none`: its handler only counts).
+        // Every other run prints nothing (`-o none`: no handler, the informer alone).
         let format = if run % 2 == 0 { "jsonl" } else { "none" };
         let child = Command::new(env!("CARGO_BIN_EXE_kwatch"))
             .args([
