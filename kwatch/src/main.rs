@@ -10,11 +10,11 @@ fn main() -> std::process::ExitCode {
 /// Has glibc's malloc use one arena for every thread.
 ///
 /// By default glibc gives a thread that finds the arena busy an arena of its own (up to eight per
-/// core). An informer decodes objects on one runtime worker and frees the versions they replace
+/// core on 64-bit systems). An informer decodes objects on one runtime worker and frees the versions they replace
 /// on whichever thread applies or last holds them, so memory freed in one arena is not reused by
 /// allocations in another. On the Pods stream of `benches/compare` (20k objects, 50k events),
 /// `kwatch watch pods -o none` peaked at 230-237 MiB in four runs of five and 165 MiB in the
-/// fifth; with one arena, 158 MiB in five runs of five, and events/s did not drop (42-46k against
+/// fifth; with one arena, 158 MiB in five runs of five, and events/s did not drop (41-46k against
 /// 39-43k). Other allocators (musl's, macOS's) have no such arenas: nothing to do there.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn one_malloc_arena() {
@@ -23,9 +23,10 @@ fn one_malloc_arena() {
         fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
     }
     const M_ARENA_MAX: std::ffi::c_int = -8;
-    // SAFETY: mallopt is glibc's documented tuning call, takes plain integers and may be called
-    // at any time; here it runs before any other thread exists. A refusal (return 0) leaves the
-    // default, which is only a cost in memory.
+    // SAFETY: mallopt is glibc's documented tuning call and takes plain integers. The manual
+    // marks it MT-Unsafe, so it must not race other allocator calls: it runs first thing in
+    // main, before any other thread exists. A refusal (return 0) leaves the default, which
+    // costs only memory.
     unsafe {
         mallopt(M_ARENA_MAX, 1);
     }

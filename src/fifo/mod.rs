@@ -1075,10 +1075,12 @@ impl<T: Object> FifoConsumer<T> {
         }
     }
 
-    /// Whether a pop would find something without waiting: a pending key, an unreported
-    /// bookmark, or inputs not yet drained.
-    pub(crate) fn has_waiting(&self) -> bool {
-        self.ready() || !self.shared.inbox.is_empty()
+    /// Whether a pop would hand something out without waiting, once what has arrived is taken
+    /// in. Exact: an input that arrived is not enough, as many make nothing to pop (the start of
+    /// a relist, a page of unchanged objects, a stale event, an add and its delete).
+    pub(crate) fn ready_now(&mut self) -> bool {
+        self.drain_if_due();
+        self.ready()
     }
 
     /// Whether `take` has something to hand out: a pending key, or an unreported bookmark.
@@ -1245,5 +1247,45 @@ impl<T: Object> FifoConsumer<T> {
             }
             ticket.wait_async().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ConfigMap;
+
+    /// Nothing stored.
+    struct Empty;
+    impl KnownObjects<ConfigMap> for Empty {
+        fn get_by_key(&self, _: &str) -> Option<Arc<ConfigMap>> {
+            None
+        }
+        fn for_each_key(&self, _: &mut dyn FnMut(&str)) {}
+    }
+
+    fn config_map(name: &str, rv: &str) -> Arc<ConfigMap> {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = name.into();
+        cm.metadata.resource_version = rv.into();
+        Arc::new(cm)
+    }
+
+    /// The informer flushes its handlers' mailboxes when the next pop would wait: inputs that
+    /// arrived but make nothing to pop must not count as "more coming".
+    #[test]
+    fn ready_now_is_false_for_inputs_that_make_nothing_to_pop() {
+        let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Empty));
+        assert!(!consumer.ready_now());
+        // The start of a relist, then an add and its delete: all arrived, nothing to pop.
+        assert!(fifo.begin_relist());
+        assert!(fifo.push(Delta::Added(config_map("a", "1"))));
+        assert!(fifo.push(Delta::Deleted(DeletedObject::Final(config_map("a", "2")))));
+        assert!(!consumer.ready_now());
+        assert!(consumer.try_pop().is_none());
+        // An event that stays: ready.
+        assert!(fifo.push(Delta::Added(config_map("b", "3"))));
+        assert!(consumer.ready_now());
+        assert!(consumer.try_pop().is_some());
     }
 }

@@ -223,8 +223,8 @@ pub(crate) struct Queue<T> {
     scheduled: bool,
     /// The job is inside a call of the handler.
     in_call: bool,
-    /// Notifications pushed since the slot's job last left the pool, not yet scheduled (see
-    /// [`Slot::notify`]).
+    /// Notifications pushed (coalesced ones included) while no job of the slot was scheduled;
+    /// reset when one is (see [`Slot::notify`]).
     deferred: usize,
 }
 
@@ -359,11 +359,12 @@ pub struct HandlerMetrics {
 
 /// A registered handler: its mailbox (queue) and its counters.
 ///
-/// The handler runs on the client's handler pool ([`ThreadPool`]). Invariant: while its queue
-/// holds something and it is not closed, exactly one job of this slot is in the pool or running
-/// (`Queue::scheduled`); none otherwise. So its notifications are delivered one at a time, in
-/// order, and a slow handler holds up only itself: a job delivers at most [`BATCH`] notifications,
-/// then queues itself again behind the other handlers' jobs.
+/// The handler runs on the client's handler pool ([`ThreadPool`]). Invariant: at most one job of
+/// this slot is in the pool or running (`Queue::scheduled`), and a scheduled job runs until the
+/// queue is empty or the slot closed. Notifications may wait unscheduled only until the processor
+/// flushes (its fifo has nothing ready) or [`BATCH`] of them wait ([`Slot::notify`]). So they are
+/// delivered one at a time, in order, and a slow handler holds up only itself: a job delivers at
+/// most [`BATCH`] notifications, then queues itself again behind the other handlers' jobs.
 pub(crate) struct Slot<T> {
     pub(crate) id: u64,
     queue: Mutex<Queue<T>>,
@@ -480,8 +481,9 @@ impl<T: Object> Slot<T> {
         }
     }
 
-    /// Completes once the slot has no job in the pool and no call in progress (at once if it has
-    /// nothing queued). After [`close`](Self::close), that is for good.
+    /// Completes once the slot has no job in the pool and no call in progress (at once if none is
+    /// scheduled: notifications waiting unscheduled do not count). After [`close`](Self::close),
+    /// that is for good.
     pub(crate) async fn idle(&self) {
         loop {
             let notified = self.idle.notified();
@@ -579,9 +581,11 @@ impl<T: Object> Slot<T> {
     /// each one, and the waits would wake for nothing each time (they wake anyway when the
     /// informer syncs, and then see this handler's count under its lock).
     fn signal(&self, initial_done: bool) {
-        // Acquire: pairs with the informer's Release store before its own bump. If this reads
-        // false, that store (and the bump after it) comes after our count reached zero under
-        // the queue lock, so the waits it wakes see the zero.
+        // No wait is missed when this reads false: a wait that saw our count above zero took the
+        // queue lock after the informer's bump, so before our count reached zero under that lock;
+        // the informer's store precedes its bump, so this load, after our unlock, would see it.
+        // That needs only the lock and the watch channel. Acquire/Release adds that a wait woken
+        // by our bump sees the informer synced (its fifo turned synced before the store).
         if initial_done && self.informer_synced.load(Ordering::Acquire) {
             self.progress.send_replace(());
         }

@@ -90,7 +90,8 @@ struct Shared<T: Object> {
     /// controllers and service discovery) wake on, instead of polling.
     progress: tokio::sync::watch::Sender<()>,
     /// Set (before `progress` is bumped) once the informer has synced: until then a handler that
-    /// runs out of initial notifications has nobody to wake (see `Slot::signal`).
+    /// runs out of initial notifications leaves the waits to the informer's own bump, which
+    /// comes later (see `Slot::signal`).
     synced: Arc<AtomicBool>,
     /// The client's handler pool, which every handler's mailbox runs on.
     pool: Arc<ThreadPool>,
@@ -420,16 +421,21 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
     let mut synced = false;
     // The notifications of one pop, queued to each handler at once (reused across pops).
     let mut notifications: Vec<(String, Notification<T>)> = Vec::new();
-    loop {
-        if !consumer.has_waiting() {
-            // Nothing more to apply right now: what the handlers were given is delivered now.
-            if let Some(shared) = shared.upgrade() {
-                for h in shared.handlers.read().unwrap().iter() {
-                    h.flush();
-                }
+    // Submits the handlers' jobs for what they were given and have not been scheduled for.
+    let flush = |shared: &Weak<Shared<T>>| {
+        if let Some(shared) = shared.upgrade() {
+            for h in shared.handlers.read().unwrap().iter() {
+                h.flush();
             }
         }
+    };
+    loop {
+        if !consumer.ready_now() {
+            // The next pop would wait: the handlers get what they were given now.
+            flush(&shared);
+        }
         let Some(popped) = consumer.pop().await else {
+            flush(&shared);
             return;
         };
         let Some(shared) = shared.upgrade() else {
@@ -446,7 +452,8 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
                 // Relaxed: a counter for metrics only.
                 shared.applied.fetch_add(1, Ordering::Relaxed);
             }
-            // Submitted to the pool at the flush above, or once enough wait (`Slot::notify`).
+            // Submitted to the pool at the next iteration's flush, or once enough wait
+            // (`Slot::notify`).
             for h in handlers.iter() {
                 h.notify(&notifications);
             }
