@@ -422,18 +422,22 @@ impl<T: Object> Slot<T> {
     /// job is submitted only once [`BATCH`] notifications wait unscheduled, or at the next
     /// [`flush`](Self::flush). A handler that keeps up would otherwise cost a thread wake-up per
     /// notification, which on a busy machine is most of the work.
-    pub(crate) fn notify(self: &Arc<Self>, notifications: &[(String, Notification<T>)]) {
-        if notifications.is_empty() {
+    pub(crate) fn notify<K: AsRef<str>>(
+        self: &Arc<Self>,
+        notifications: impl ExactSizeIterator<Item = (K, Notification<T>)>,
+    ) {
+        let count = notifications.len();
+        if count == 0 {
             return;
         }
         let (initial_done, schedule) = {
             let mut q = self.queue.lock().unwrap();
             let before = q.initial_outstanding;
             for (key, n) in notifications {
-                q.push(key, n.clone());
+                q.push(key.as_ref(), n);
             }
             if !q.scheduled {
-                q.deferred += notifications.len();
+                q.deferred += count;
             }
             let due = q.deferred >= BATCH && q.schedule();
             // A delete can cancel the last waiting initial add.

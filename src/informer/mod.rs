@@ -445,19 +445,18 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         {
             let handlers = shared.handlers.read().unwrap();
             for delta in popped.deltas() {
-                let notification = apply(&shared.store, delta, initial);
-                if !handlers.is_empty() {
-                    notifications.push(notification);
-                }
+                notifications.extend(apply(&shared.store, delta, initial, !handlers.is_empty()));
                 // Relaxed: a counter for metrics only.
                 shared.applied.fetch_add(1, Ordering::Relaxed);
             }
             // Submitted to the pool at the next iteration's flush, or once enough wait
-            // (`Slot::notify`).
-            for h in handlers.iter() {
-                h.notify(&notifications);
+            // (`Slot::notify`). Every handler but the last gets copies; the last, the originals.
+            if let Some((last, others)) = handlers.split_last() {
+                for h in others {
+                    h.notify(notifications.iter().map(|(k, n)| (k.as_str(), n.clone())));
+                }
+                last.notify(notifications.drain(..));
             }
-            notifications.clear();
         }
         if let Some(rv) = popped.caught_up_resource_version() {
             shared.store.set_last_applied_resource_version(rv);
@@ -481,16 +480,21 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
     }
 }
 
-/// Applies one delta to the store; returns its key and the notification handlers get for it.
+/// Applies one delta to the store; returns its key and the notification handlers get for it,
+/// if there are handlers (`notify`): without them, no key is built and no reference taken.
 fn apply<T: Object>(
     store: &Store<T>,
     delta: &Delta<T>,
     initial: bool,
-) -> (String, Notification<T>) {
+    notify: bool,
+) -> Option<(String, Notification<T>)> {
     match delta {
         Delta::Added(obj) | Delta::Modified(obj) => {
-            let key = obj.meta().key();
-            let notification = match store.insert(obj.clone()) {
+            let old = store.insert(obj.clone());
+            if !notify {
+                return None;
+            }
+            let notification = match old {
                 Some(old) => Notification::Update {
                     old,
                     new: obj.clone(),
@@ -500,12 +504,12 @@ fn apply<T: Object>(
                     initial,
                 },
             };
-            (key, notification)
+            Some((obj.meta().key(), notification))
         }
         Delta::Deleted(d) => {
             let key = d.key();
             store.remove(&key);
-            (key, Notification::Delete(d.clone()))
+            notify.then(|| (key, Notification::Delete(d.clone())))
         }
     }
 }
