@@ -97,7 +97,7 @@ fn bench(c: &mut Criterion) {
                 |evs| {
                     let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Writer::<Pod>::new()));
                     for e in evs {
-                        fifo.push(e);
+                        fifo.push_now(e);
                     }
                     while let Some(p) = consumer.try_pop() {
                         black_box(p.deltas());
@@ -130,7 +130,7 @@ fn bench(c: &mut Criterion) {
                     let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Writer::<Pod>::new()));
                     let producer = thread::spawn(move || {
                         for e in evs {
-                            fifo.push(e);
+                            fifo.push_now(e);
                         }
                         fifo.close();
                     });
@@ -217,7 +217,7 @@ fn slow_consumer(c: &mut Criterion) {
                             .unwrap();
                         rt.block_on(async {
                             for e in evs {
-                                fifo.push_raw(e).await;
+                                fifo.push(e).await;
                             }
                         });
                         fifo.close();

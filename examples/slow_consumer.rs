@@ -36,7 +36,7 @@ fn main() {
             rt.block_on(async {
                 let mut dec = EventDecoder::<Pod>::new();
                 for i in 0..events {
-                    fifo.push_raw(raw_event(&mut dec, i % keys, i + 1)).await;
+                    fifo.push(raw_event(&mut dec, i % keys, i + 1)).await;
                     pushed.store(i + 1, Ordering::Relaxed);
                 }
             });

@@ -52,7 +52,7 @@ fn two_producers_one_consumer_nothing_lost() {
             .into_iter()
             .map(|name| {
                 let fifo = fifo.clone();
-                thread::spawn(move || assert!(fifo.push(Delta::Added(pod(name, "1")))))
+                thread::spawn(move || assert!(fifo.push_now(Delta::Added(pod(name, "1")))))
             })
             .collect();
         let reader = thread::spawn(move || {
@@ -80,8 +80,8 @@ fn coalescing_races_with_pops() {
         let producer = {
             let fifo = fifo.clone();
             thread::spawn(move || {
-                fifo.push(Delta::Added(pod("a", "1")));
-                fifo.push(Delta::Modified(pod("a", "2")));
+                fifo.push_now(Delta::Added(pod("a", "1")));
+                fifo.push_now(Delta::Modified(pod("a", "2")));
                 fifo.close();
             })
         };
@@ -105,7 +105,7 @@ fn has_synced_publishes_processing() {
         let (fifo, mut consumer) = DeltaFifo::new(store.clone());
         let processed = Arc::new(AtomicUsize::new(0));
         fifo.begin_relist();
-        fifo.relist_page(vec![pod("a", "1")]);
+        fifo.relist_page_now(vec![pod("a", "1")]);
         fifo.end_relist();
         let worker = {
             let processed = processed.clone();

@@ -174,7 +174,7 @@ pub trait KnownObjects<T>: Send + Sync {
     fn for_each_key(&self, f: &mut dyn FnMut(&str));
 }
 
-/// A watch event whose object is still JSON, for [`DeltaFifo::push_raw`](super::DeltaFifo::push_raw):
+/// A watch event whose object is still JSON, for [`DeltaFifo::push`](super::DeltaFifo::push):
 /// the object is decoded only if it survives coalescing.
 ///
 /// ```

@@ -35,7 +35,8 @@
 //!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.
 //!
 //! # Raw events: decode only what survives
-//! [`DeltaFifo::push_raw`] takes a watch event whose object is still JSON ([`RawObject`]: the bytes
+//! [`DeltaFifo::push`] takes a watch event whose object is still JSON ([`RawDelta`]) as well as a
+//! decoded one ([`Delta`]). A raw event holds its object as JSON ([`RawObject`]: the bytes
 //! plus the key, uid and resourceVersion read from its metadata). It is coalesced like any other
 //! event and decoded into `T` (and transformed) only when its key is handed out, so an event that a
 //! newer one replaces is never decoded ([`FifoMetrics::decodes_saved`]). An object that is not JSON
@@ -49,7 +50,7 @@
 //! by the consumer's thread, so all pending JSON lives in one thread's allocator arena.
 //!
 //! # Listed objects decoded by the producer
-//! A streaming list's objects come raw ([`DeltaFifo::relist_raw_page`]), and the consumer alone would
+//! A streaming list's objects come raw ([`DeltaFifo::relist_page`] of `RawObject`s), and the consumer alone would
 //! decode them all while the producer, which only frames them, waits for room. So the producer
 //! decodes every other listed object it hands over (counted across pages), and all of them while
 //! the consumer has [`DeltaFifo::capacity`] or more objects to go through. A decoded object takes
@@ -66,8 +67,7 @@
 //! never find it, so without a bound a large list would cost its size twice.
 //!
 //! # Back-pressure
-//! [`DeltaFifo::push_raw`], [`DeltaFifo::relist_raw_page`] and [`DeltaFifo::relist_page_async`]
-//! wait while the inbox holds [`DeltaFifo::capacity`] or more undrained objects, or 16 MiB or more
+//! [`DeltaFifo::push`] and [`DeltaFifo::relist_page`] wait while the inbox holds [`DeltaFifo::capacity`] or more undrained objects, or 16 MiB or more
 //! of their JSON (the bytes they were received as), so a consumer that falls behind slows the
 //! watch reader and the unread stream waits in the socket, not in memory. The byte bound is what
 //! holds for large objects: 1024 events of 16 MiB frames are 16 GiB. A streaming list's page goes
@@ -218,6 +218,58 @@ impl<T: Object> Input<T> {
     }
 }
 
+/// A watch event as [`DeltaFifo::push`] takes it: a decoded [`Delta`], or a [`RawDelta`] whose
+/// object is still JSON (decoded only if it survives coalescing). Made by `.into()`, which `push`
+/// calls.
+///
+/// ```
+/// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, EventInput}};
+/// let _event: EventInput<Pod> = Delta::Added(Arc::new(Pod::default())).into();
+/// ```
+pub struct EventInput<T>(Change<T>);
+
+impl<T> From<Delta<T>> for EventInput<T> {
+    fn from(delta: Delta<T>) -> Self {
+        EventInput(delta.into())
+    }
+}
+
+impl<T> From<RawDelta> for EventInput<T> {
+    fn from(delta: RawDelta) -> Self {
+        EventInput(match delta {
+            RawDelta::Added(r) => Change::Added(Held::Raw(r)),
+            RawDelta::Modified(r) => Change::Modified(Held::Raw(r)),
+            RawDelta::Deleted(r) => Change::Deleted(Held::Raw(r)),
+        })
+    }
+}
+
+/// A page of listed objects as [`DeltaFifo::relist_page`] takes it: decoded (`Vec<Arc<T>>`) or
+/// still JSON (`Vec<RawObject>`). Made by `.into()`, which `relist_page` calls.
+///
+/// ```
+/// # use std::sync::Arc; use informer::{Pod, fifo::ListedPage};
+/// let _page: ListedPage<Pod> = vec![Arc::new(Pod::default())].into();
+/// ```
+pub struct ListedPage<T>(PageItems<T>);
+
+enum PageItems<T> {
+    Decoded(Vec<Arc<T>>),
+    Raw(Vec<RawObject>),
+}
+
+impl<T> From<Vec<Arc<T>>> for ListedPage<T> {
+    fn from(items: Vec<Arc<T>>) -> Self {
+        ListedPage(PageItems::Decoded(items))
+    }
+}
+
+impl<T> From<Vec<RawObject>> for ListedPage<T> {
+    fn from(items: Vec<RawObject>) -> Self {
+        ListedPage(PageItems::Raw(items))
+    }
+}
+
 /// A snapshot of the fifo's counters.
 ///
 /// ```
@@ -245,7 +297,7 @@ pub struct FifoMetrics {
     /// JSON bytes of the objects in those inputs (raw or decoded by the producer; objects given
     /// decoded count 0): the async pushes wait at 16 MiB (see the module docs' "Back-pressure").
     pub backlog_bytes: usize,
-    /// Watch events taken in as raw JSON ([`DeltaFifo::push_raw`]).
+    /// Watch events taken in as raw JSON ([`RawDelta`]s).
     pub raw_received: u64,
     /// Raw events decoded into `T` because they were handed out.
     pub decoded: u64,
@@ -325,9 +377,9 @@ pub(crate) fn apply_transform<T>(transform: &Transform<T>, obj: T) -> Result<T, 
 /// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
 /// let mut p = Pod::default();
 /// (p.metadata.name, p.metadata.resource_version) = ("a".into(), "1".into());
-/// fifo.push(Delta::Added(Arc::new(p.clone())));
+/// fifo.push_now(Delta::Added(Arc::new(p.clone())));
 /// p.metadata.resource_version = "2".into();
-/// fifo.push(Delta::Modified(Arc::new(p)));
+/// fifo.push_now(Delta::Modified(Arc::new(p)));
 /// let popped = consumer.blocking_pop().unwrap();
 /// assert!(matches!(popped.deltas()[..], [Delta::Added(ref o)] if o.metadata.resource_version == "2"));
 /// ```
@@ -409,8 +461,8 @@ impl<T: Object> DeltaFifo<T> {
         (DeltaFifo { shared }, consumer)
     }
 
-    /// The number of undrained objects at which [`push_raw`](Self::push_raw) and
-    /// [`relist_page_async`](Self::relist_page_async) wait for the consumer.
+    /// The number of undrained objects at which [`push`](Self::push) and
+    /// [`relist_page`](Self::relist_page) wait for the consumer.
     pub fn capacity(&self) -> usize {
         self.shared.capacity
     }
@@ -449,53 +501,6 @@ impl<T: Object> DeltaFifo<T> {
             .await;
     }
 
-    /// Queues a watch event whose object is still JSON, waiting while the fifo is full (see the
-    /// module docs: the object is decoded only if it survives coalescing). Returns `false` if the
-    /// fifo is closed. Cancel-safe: dropping the future before it resolves queues nothing.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::{DeltaFifo, RawDelta}, store::Store};
-    /// # use informer::watch::{EventDecoder, RawEvent};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// let mut dec = EventDecoder::<Pod>::new();
-    /// for rv in ["1", "2"] {
-    ///     dec.push(format!(r#"{{"type":"MODIFIED","object":{{"metadata":{{"name":"a","resourceVersion":"{rv}"}}}}}}"#).as_bytes());
-    ///     dec.push(b"\n");
-    ///     let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else { panic!() };
-    ///     assert!(fifo.push_raw(RawDelta::Modified(raw)).await);
-    /// }
-    /// let popped = consumer.try_pop().unwrap();
-    /// assert_eq!(popped.deltas()[0].resource_version(), "2");
-    /// drop(popped);
-    /// assert_eq!(fifo.metrics().decodes_saved, 1); // "1" was never decoded
-    /// # });
-    /// ```
-    pub async fn push_raw(&self, delta: RawDelta) -> bool {
-        let change = match delta {
-            RawDelta::Added(r) => Change::Added(Held::Raw(r)),
-            RawDelta::Modified(r) => Change::Modified(Held::Raw(r)),
-            RawDelta::Deleted(r) => Change::Deleted(Held::Raw(r)),
-        };
-        self.room().await;
-        self.send(Input::Event(change))
-    }
-
-    /// [`relist_page`](Self::relist_page), waiting while the fifo is full.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let (fifo, _consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// assert!(fifo.begin_relist());
-    /// assert!(fifo.relist_page_async(vec![Arc::new(Pod::default())]).await);
-    /// # });
-    /// ```
-    pub async fn relist_page_async(&self, items: Vec<Arc<T>>) -> bool {
-        self.room().await;
-        self.relist_page(items)
-    }
-
     /// Sets the transform applied to objects decoded from raw events (the producer applies it to
     /// the objects it decodes itself). Only the first call takes effect.
     pub(crate) fn set_transform(&self, transform: Transform<T>) {
@@ -508,66 +513,6 @@ impl<T: Object> DeltaFifo<T> {
     /// event.
     pub async fn decode_failed(&self) {
         self.shared.decode_notify.notified().await
-    }
-
-    /// One page of the running relist as raw objects (a streaming list's initial events), waiting
-    /// while the fifo is full. Like [`relist_page`](Self::relist_page), an object whose key and
-    /// resourceVersion equal the stored one's is swapped for the store's value at once (its JSON
-    /// freed, never decoded); of the others, every other one is decoded here, and all of them
-    /// while the consumer is behind ("Listed objects decoded by the producer" in the module docs),
-    /// the rest when handed out.
-    ///
-    /// ```
-    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
-    /// # use informer::watch::{EventDecoder, RawEvent};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// let mut dec = EventDecoder::<Pod>::new();
-    /// dec.push(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"3\"}}}\n");
-    /// let Some(RawEvent::Added(raw)) = dec.next_raw().unwrap() else { panic!() };
-    /// fifo.begin_relist();
-    /// assert!(fifo.relist_raw_page(vec![raw]).await);
-    /// fifo.end_relist();
-    /// assert_eq!(consumer.try_pop().unwrap().deltas()[0].object().metadata.name, "a");
-    /// # });
-    /// ```
-    pub async fn relist_raw_page(&self, items: Vec<RawObject>) -> bool {
-        let mut key = String::new();
-        let mut page = Vec::with_capacity(items.len());
-        let bytes = items.iter().map(|raw| raw.json().len()).sum();
-        // JSON decoded here since this task last yielded (see "Listed objects decoded by the
-        // producer").
-        let mut decoded_bytes = 0;
-        for raw in items {
-            raw.write_key(&mut key);
-            let held = match self.shared.known.get_by_key(&key) {
-                Some(stored)
-                    if !raw.resource_version().is_empty()
-                        && stored.meta().resource_version == raw.resource_version() =>
-                {
-                    Held::Decoded(stored)
-                }
-                // Every other object, or all while the consumer lags: see "Listed objects
-                // decoded by the producer".
-                _ if (self.take_odd_listed() || self.consumer_behind())
-                    && self.within_decode_budget(raw.json().len()) =>
-                {
-                    decoded_bytes += raw.json().len();
-                    match self.decode_listed(&raw) {
-                        Some(obj) => Held::Decoded(obj),
-                        None => Held::Raw(raw),
-                    }
-                }
-                _ => Held::Raw(raw),
-            };
-            page.push(held);
-            if decoded_bytes >= PRODUCER_DECODE_SLICE {
-                decoded_bytes = 0;
-                tokio::task::yield_now().await;
-            }
-        }
-        self.room().await;
-        self.send(Input::Page(page, bytes))
     }
 
     /// Whether the producer may decode `len` more bytes of this relist's JSON (counted either way).
@@ -623,17 +568,52 @@ impl<T: Object> DeltaFifo<T> {
             .take()
     }
 
-    /// Queues a watch event. Returns `false` (and drops it) if the fifo is closed.
+    /// Queues a watch event, waiting while the fifo is full (see "Back-pressure" in the module
+    /// docs). The event is a decoded [`Delta`] or a [`RawDelta`] whose object is still JSON, which
+    /// is decoded only if it survives coalescing. Returns `false` (and drops the event) if the fifo
+    /// is closed. Cancel-safe: dropping the future before it resolves queues nothing.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo, RawDelta}, store::Store};
+    /// # use informer::watch::{EventDecoder, RawEvent};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let mut dec = EventDecoder::<Pod>::new();
+    /// for rv in ["1", "2"] {
+    ///     dec.push(format!(r#"{{"type":"MODIFIED","object":{{"metadata":{{"name":"a","resourceVersion":"{rv}"}}}}}}"#).as_bytes());
+    ///     dec.push(b"\n");
+    ///     let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else { panic!() };
+    ///     assert!(fifo.push(RawDelta::Modified(raw)).await);
+    /// }
+    /// let popped = consumer.try_pop().unwrap();
+    /// assert_eq!(popped.deltas()[0].resource_version(), "2");
+    /// drop(popped);
+    /// assert_eq!(fifo.metrics().decodes_saved, 1); // "1" was never decoded
+    /// assert!(fifo.push(Delta::Added(Arc::new(Pod::default()))).await); // decoded already
+    /// fifo.close();
+    /// assert!(!fifo.push(Delta::Added(Arc::new(Pod::default()))).await);
+    /// # });
+    /// ```
+    pub async fn push(&self, event: impl Into<EventInput<T>>) -> bool {
+        let EventInput(change) = event.into();
+        self.room().await;
+        self.send(Input::Event(change))
+    }
+
+    /// [`push`](Self::push) without waiting: the event is queued at once however full the fifo
+    /// is (the capacity bounds only producers that wait). For producers outside an async
+    /// runtime, and for tests.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// assert!(fifo.push(Delta::Added(Arc::new(Pod::default()))));
+    /// assert!(fifo.push_now(Delta::Added(Arc::new(Pod::default()))));
     /// fifo.close();
-    /// assert!(!fifo.push(Delta::Added(Arc::new(Pod::default()))));
+    /// assert!(!fifo.push_now(Delta::Added(Arc::new(Pod::default()))));
     /// ```
-    pub fn push(&self, delta: Delta<T>) -> bool {
-        self.send(Input::Event(delta.into()))
+    pub fn push_now(&self, event: impl Into<EventInput<T>>) -> bool {
+        let EventInput(change) = event.into();
+        self.send(Input::Event(change))
     }
 
     /// Starts a relist (client-go's `Replace`, applied page by page).
@@ -642,7 +622,7 @@ impl<T: Object> DeltaFifo<T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// fifo.begin_relist();
-    /// fifo.relist_page(vec![Arc::new(Pod::default())]);
+    /// fifo.relist_page_now(vec![Arc::new(Pod::default())]);
     /// fifo.end_relist();
     /// assert!(!fifo.has_synced());
     /// drop(consumer.blocking_pop().unwrap()); // processed
@@ -653,30 +633,125 @@ impl<T: Object> DeltaFifo<T> {
         self.send(Input::BeginRelist)
     }
 
-    /// One page of the running relist. Objects whose key and resourceVersion equal the stored ones
-    /// are replaced by the store's `Arc` here, so the page's copies are freed at once. (This is the
-    /// one producer path that reads the store: a shard read lock per object, which a consumer's store
-    /// write holds for one map operation. Watch events never touch it.)
+    /// One page of the running relist, waiting while the fifo is full (see "Back-pressure" in the
+    /// module docs): decoded objects (`Vec<Arc<T>>`) or raw ones (`Vec<RawObject>`, a streaming
+    /// list's initial events). Returns `false` if the fifo is closed.
+    ///
+    /// An object whose key and resourceVersion equal the stored one's is swapped for the store's
+    /// value here, so the page's copy is freed at once (and a raw one is never decoded). This is
+    /// the one producer path that reads the store: a shard read lock per object, which a
+    /// consumer's store write holds for one map operation; watch events never touch it. Of the
+    /// other raw objects, every other one is decoded here, and all of them while the consumer is
+    /// behind ("Listed objects decoded by the producer" in the module docs), the rest when handed
+    /// out.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
+    /// # use informer::watch::{EventDecoder, RawEvent};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
+    /// let mut dec = EventDecoder::<Pod>::new();
+    /// dec.push(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"3\"}}}\n");
+    /// let Some(RawEvent::Added(raw)) = dec.next_raw().unwrap() else { panic!() };
+    /// fifo.begin_relist();
+    /// assert!(fifo.relist_page(vec![raw]).await);
+    /// assert!(fifo.relist_page(vec![Arc::new(Pod::default())]).await);
+    /// fifo.end_relist();
+    /// assert_eq!(consumer.try_pop().unwrap().deltas()[0].object().metadata.name, "a");
+    /// # });
+    /// ```
+    pub async fn relist_page(&self, page: impl Into<ListedPage<T>>) -> bool {
+        let input = match page.into().0 {
+            PageItems::Decoded(items) => self.decoded_page(items),
+            PageItems::Raw(items) => {
+                let bytes = items.iter().map(|raw| raw.json().len()).sum();
+                let mut key = String::new();
+                let mut held = Vec::with_capacity(items.len());
+                // JSON decoded here since this task last yielded (see "Listed objects decoded
+                // by the producer").
+                let mut decoded_bytes = 0;
+                for raw in items {
+                    let (h, decoded) = self.hold_listed(raw, &mut key);
+                    held.push(h);
+                    decoded_bytes += decoded;
+                    if decoded_bytes >= PRODUCER_DECODE_SLICE {
+                        decoded_bytes = 0;
+                        tokio::task::yield_now().await;
+                    }
+                }
+                Input::Page(held, bytes)
+            }
+        };
+        self.room().await;
+        self.send(input)
+    }
+
+    /// [`relist_page`](Self::relist_page) without waiting: the page is queued at once however
+    /// full the fifo is. For producers outside an async runtime, and for tests.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
     /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// assert!(fifo.relist_page(vec![]));
+    /// assert!(fifo.begin_relist());
+    /// assert!(fifo.relist_page_now(vec![Arc::new(Pod::default())]));
     /// ```
-    pub fn relist_page(&self, mut items: Vec<Arc<T>>) -> bool {
-        for item in &mut items {
-            let stored = self.shared.known.get_by_key(&item.meta().key());
-            if let Some(stored) = stored {
+    pub fn relist_page_now(&self, page: impl Into<ListedPage<T>>) -> bool {
+        let input = match page.into().0 {
+            PageItems::Decoded(items) => self.decoded_page(items),
+            PageItems::Raw(items) => {
+                let bytes = items.iter().map(|raw| raw.json().len()).sum();
+                let mut key = String::new();
+                let held = items
+                    .into_iter()
+                    .map(|raw| self.hold_listed(raw, &mut key).0)
+                    .collect();
+                Input::Page(held, bytes)
+            }
+        };
+        self.send(input)
+    }
+
+    /// A page of decoded listed objects, unchanged ones swapped for the store's values.
+    fn decoded_page(&self, items: Vec<Arc<T>>) -> Input<T> {
+        let held = items
+            .into_iter()
+            .map(|item| {
                 let rv = &item.meta().resource_version;
-                if !rv.is_empty() && stored.meta().resource_version == *rv {
-                    *item = stored;
+                match self.shared.known.get_by_key(&item.meta().key()) {
+                    Some(stored) if !rv.is_empty() && stored.meta().resource_version == *rv => {
+                        Held::Decoded(stored)
+                    }
+                    _ => Held::Decoded(item),
+                }
+            })
+            .collect();
+        Input::Page(held, 0)
+    }
+
+    /// A raw listed object as the page holds it: the store's value if unchanged, else decoded
+    /// here or left raw (see [`relist_page`](Self::relist_page)); and the JSON bytes decoded.
+    fn hold_listed(&self, raw: RawObject, key: &mut String) -> (Held<T>, usize) {
+        raw.write_key(key);
+        match self.shared.known.get_by_key(key) {
+            Some(stored)
+                if !raw.resource_version().is_empty()
+                    && stored.meta().resource_version == raw.resource_version() =>
+            {
+                (Held::Decoded(stored), 0)
+            }
+            // Every other object, or all while the consumer lags: see "Listed objects decoded
+            // by the producer".
+            _ if (self.take_odd_listed() || self.consumer_behind())
+                && self.within_decode_budget(raw.json().len()) =>
+            {
+                let len = raw.json().len();
+                match self.decode_listed(&raw) {
+                    Some(obj) => (Held::Decoded(obj), len),
+                    None => (Held::Raw(raw), len),
                 }
             }
+            _ => (Held::Raw(raw), 0),
         }
-        self.send(Input::Page(
-            items.into_iter().map(Held::Decoded).collect(),
-            0,
-        ))
     }
 
     /// Ends the running relist: keys stored or pending but not listed are deleted with a tombstone.
@@ -776,7 +851,7 @@ impl<T: Object> DeltaFifo<T> {
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// let (fifo, _c) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// fifo.push(Delta::Added(Arc::new(Pod::default())));
+    /// fifo.push_now(Delta::Added(Arc::new(Pod::default())));
     /// assert_eq!(fifo.len(), 1);
     /// ```
     pub fn len(&self) -> usize {
@@ -860,7 +935,7 @@ pub struct FifoConsumer<T> {
 /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Writer};
 /// let store = Arc::new(Writer::<Pod>::new());
 /// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
-/// fifo.push(Delta::Added(Arc::new(Pod::default())));
+/// fifo.push_now(Delta::Added(Arc::new(Pod::default())));
 /// let popped = consumer.blocking_pop().unwrap();
 /// for d in popped.deltas() {
 ///     let _old = store.apply(d);
@@ -889,7 +964,7 @@ impl<T: Object> Popped<'_, T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// # let mut p = Pod::default(); p.metadata.name = "a".into();
-    /// fifo.push(Delta::Added(Arc::new(p)));
+    /// fifo.push_now(Delta::Added(Arc::new(p)));
     /// assert_eq!(consumer.blocking_pop().unwrap().key(), "a");
     /// ```
     pub fn key(&self) -> &str {
@@ -901,7 +976,7 @@ impl<T: Object> Popped<'_, T> {
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// fifo.push(Delta::Added(Arc::new(Pod::default())));
+    /// fifo.push_now(Delta::Added(Arc::new(Pod::default())));
     /// assert_eq!(consumer.blocking_pop().unwrap().deltas().len(), 1);
     /// ```
     pub fn deltas(&self) -> &[Delta<T>] {
@@ -918,7 +993,7 @@ impl<T: Object> Popped<'_, T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// fifo.begin_relist();
-    /// fifo.relist_page(vec![Arc::new(Pod::default())]);
+    /// fifo.relist_page_now(vec![Arc::new(Pod::default())]);
     /// assert!(consumer.blocking_pop().unwrap().in_initial_list());
     /// ```
     pub fn in_initial_list(&self) -> bool {
@@ -935,7 +1010,7 @@ impl<T: Object> Popped<'_, T> {
     /// # let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// let mut p = Pod::default();
     /// (p.metadata.name, p.metadata.resource_version) = ("a".into(), "7".into());
-    /// fifo.push(Delta::Added(Arc::new(p)));
+    /// fifo.push_now(Delta::Added(Arc::new(p)));
     /// assert_eq!(consumer.blocking_pop().unwrap().caught_up_resource_version(), Some("7"));
     /// ```
     pub fn caught_up_resource_version(&self) -> Option<&str> {
@@ -1193,7 +1268,7 @@ impl<T: Object> FifoConsumer<T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// let producer = std::thread::spawn(move || {
-    ///     fifo.push(Delta::Added(Arc::new(Pod::default())));
+    ///     fifo.push_now(Delta::Added(Arc::new(Pod::default())));
     ///     fifo.close();
     /// });
     /// let mut n = 0;
@@ -1228,7 +1303,7 @@ impl<T: Object> FifoConsumer<T> {
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Store};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
-    /// tokio::spawn(async move { fifo.push(Delta::Added(Arc::new(Pod::default()))); });
+    /// tokio::spawn(async move { fifo.push(Delta::Added(Arc::new(Pod::default()))).await; });
     /// assert!(consumer.pop().await.is_some());
     /// # });
     /// ```
@@ -1279,12 +1354,12 @@ mod tests {
         assert!(!consumer.ready_now());
         // The start of a relist, then an add and its delete: all arrived, nothing to pop.
         assert!(fifo.begin_relist());
-        assert!(fifo.push(Delta::Added(config_map("a", "1"))));
-        assert!(fifo.push(Delta::Deleted(DeletedObject::Final(config_map("a", "2")))));
+        assert!(fifo.push_now(Delta::Added(config_map("a", "1"))));
+        assert!(fifo.push_now(Delta::Deleted(DeletedObject::Final(config_map("a", "2")))));
         assert!(!consumer.ready_now());
         assert!(consumer.try_pop().is_none());
         // An event that stays: ready.
-        assert!(fifo.push(Delta::Added(config_map("b", "3"))));
+        assert!(fifo.push_now(Delta::Added(config_map("b", "3"))));
         assert!(consumer.ready_now());
         assert!(consumer.try_pop().is_some());
     }

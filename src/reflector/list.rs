@@ -72,7 +72,7 @@ impl<T: Object + Clone> Reflector<T> {
                         return self.list_failed(e);
                     }
                     listed_objects += page.items.len() as u64;
-                    let items = match page
+                    let items: Vec<Arc<T>> = match page
                         .items
                         .into_iter()
                         .map(|o| self.transformed(o).map(Arc::new))
@@ -81,7 +81,7 @@ impl<T: Object + Clone> Reflector<T> {
                         Ok(items) => items,
                         Err(e) => return self.list_failed(e),
                     };
-                    if !self.fifo.relist_page_async(items).await {
+                    if !self.fifo.relist_page(items).await {
                         return State::Stopped;
                     }
                     if page.metadata.continue_token.is_empty() {

@@ -220,7 +220,7 @@ impl<T: Object + Clone> Reflector<T> {
                         list.listed_objects = list.listed_objects.saturating_sub(1);
                         self.stream_delivered = true;
                         self.flush_pages(&mut list.raw_page, &mut list.page).await
-                            && self.fifo.push_raw(RawDelta::Deleted(o)).await
+                            && self.fifo.push(RawDelta::Deleted(o)).await
                     }
                     RawEvent::Decoded(WatchEvent::Deleted(o)) => {
                         list.listed_objects = list.listed_objects.saturating_sub(1);
@@ -230,7 +230,10 @@ impl<T: Object + Clone> Reflector<T> {
                         };
                         self.stream_delivered = true;
                         self.flush_pages(&mut list.raw_page, &mut list.page).await
-                            && self.fifo.push(Delta::Deleted(DeletedObject::Final(o)))
+                            && self
+                                .fifo
+                                .push(Delta::Deleted(DeletedObject::Final(o)))
+                                .await
                     }
                     RawEvent::Decoded(WatchEvent::Bookmark(b)) if b.is_initial_events_end() => {
                         if !self.flush_pages(&mut list.raw_page, &mut list.page).await {
@@ -343,9 +346,9 @@ impl<T: Object + Clone> Reflector<T> {
     /// fifo, waiting while it is full. `false` if the fifo is closed.
     async fn flush_pages(&mut self, raw: &mut Vec<RawObject>, decoded: &mut Vec<Arc<T>>) -> bool {
         self.stream_delivered |= !raw.is_empty() || !decoded.is_empty();
-        if !raw.is_empty() && !self.fifo.relist_raw_page(std::mem::take(raw)).await {
+        if !raw.is_empty() && !self.fifo.relist_page(std::mem::take(raw)).await {
             return false;
         }
-        decoded.is_empty() || self.fifo.relist_page_async(std::mem::take(decoded)).await
+        decoded.is_empty() || self.fifo.relist_page(std::mem::take(decoded)).await
     }
 }

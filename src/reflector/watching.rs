@@ -125,7 +125,7 @@ impl<T: Object + Clone> Reflector<T> {
             RawEvent::Added(o) => RawDelta::Added(o),
             RawEvent::Modified(o) => RawDelta::Modified(o),
             RawEvent::Deleted(o) => RawDelta::Deleted(o),
-            RawEvent::Decoded(event) => return self.handle_event(event),
+            RawEvent::Decoded(event) => return self.handle_event(event).await,
         };
         // R14, as in `handle_event`: synthetic ADDED events (of a watch from "" or "0") come in
         // no version order; the version advances from the first event of another type on.
@@ -137,7 +137,7 @@ impl<T: Object + Clone> Reflector<T> {
             self.last_rv.clear();
             self.last_rv.push_str(rv);
         }
-        if !self.fifo.push_raw(delta).await {
+        if !self.fifo.push(delta).await {
             return Handled::Then(State::Stopped);
         }
         self.event_taken();
@@ -156,7 +156,7 @@ impl<T: Object + Clone> Reflector<T> {
 
     /// Queues one decoded event (R15, R16). Per event: one health lock, and the version copied into
     /// buffers that are reused (no allocation beyond the object's own `Arc`).
-    fn handle_event(&mut self, event: WatchEvent<T>) -> Handled<T> {
+    async fn handle_event(&mut self, event: WatchEvent<T>) -> Handled<T> {
         let event = match event {
             WatchEvent::Added(o) => self.transformed(o).map(WatchEvent::Added),
             WatchEvent::Modified(o) => self.transformed(o).map(WatchEvent::Modified),
@@ -215,7 +215,7 @@ impl<T: Object + Clone> Reflector<T> {
                 self.last_rv.clear();
                 self.last_rv.push_str(rv);
             }
-            if !self.fifo.push(d) {
+            if !self.fifo.push(d).await {
                 return Handled::Then(State::Stopped);
             }
         }

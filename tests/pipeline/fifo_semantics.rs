@@ -67,7 +67,7 @@ fn deleted(k: &str, rv: &str) -> Delta<Pod> {
 fn net(stored: &[(&str, &str)], events: Vec<Delta<Pod>>) -> Vec<String> {
     let (store, fifo, mut c) = setup(stored);
     for e in events.iter().cloned() {
-        assert!(fifo.push(e));
+        assert!(fifo.push_now(e));
     }
     let decoded = drain(&store, &mut c);
     let (store, fifo, mut c) = setup(stored);
@@ -77,8 +77,8 @@ fn net(stored: &[(&str, &str)], events: Vec<Delta<Pod>>) -> Vec<String> {
         .block_on(async {
             for e in events {
                 match as_raw(&e) {
-                    Some(raw) => assert!(fifo.push_raw(raw).await),
-                    None => assert!(fifo.push(e)),
+                    Some(raw) => assert!(fifo.push(raw).await),
+                    None => assert!(fifo.push_now(e)),
                 }
             }
         });
@@ -191,10 +191,10 @@ fn recreate_pair_keeps_coalescing() {
 #[test]
 fn duplicates_and_stale_events_are_dropped() {
     let (store, fifo, mut c) = setup(&[("a", "5")]);
-    fifo.push(modified("a", "5")); // equals the stored version, nothing pending
-    fifo.push(modified("a", "7"));
-    fifo.push(modified("a", "7")); // duplicate of pending
-    fifo.push(modified("a", "6")); // older than pending
+    fifo.push_now(modified("a", "5")); // equals the stored version, nothing pending
+    fifo.push_now(modified("a", "7"));
+    fifo.push_now(modified("a", "7")); // duplicate of pending
+    fifo.push_now(modified("a", "6")); // older than pending
     assert_eq!(drain(&store, &mut c), ["a=[M:7]"]);
     let m = fifo.metrics();
     assert_eq!(
@@ -204,9 +204,9 @@ fn duplicates_and_stale_events_are_dropped() {
 
     // Non-numeric versions are compared for equality only.
     let (store, fifo, mut c) = setup(&[]);
-    fifo.push(added("b", "x9"));
-    fifo.push(modified("b", "x10"));
-    fifo.push(modified("b", "x10"));
+    fifo.push_now(added("b", "x9"));
+    fifo.push_now(modified("b", "x10"));
+    fifo.push_now(modified("b", "x10"));
     assert_eq!(drain(&store, &mut c), ["b=[A:x10]"]);
 }
 
@@ -221,7 +221,7 @@ fn keys_leave_in_first_pending_order() {
         ("foo", "13"),
         ("zab", "30"),
     ] {
-        fifo.push(added(k, rv));
+        fifo.push_now(added(k, rv));
     }
     assert_eq!(
         drain(&store, &mut c),
@@ -232,10 +232,10 @@ fn keys_leave_in_first_pending_order() {
 #[test]
 fn a_key_cancelled_out_goes_to_the_back_when_pending_again() {
     let (store, fifo, mut c) = setup(&[]);
-    fifo.push(added("a", "1"));
-    fifo.push(added("b", "2"));
-    fifo.push(deleted("a", "3"));
-    fifo.push(added("a", "4"));
+    fifo.push_now(added("a", "1"));
+    fifo.push_now(added("b", "2"));
+    fifo.push_now(deleted("a", "3"));
+    fifo.push_now(added("a", "4"));
     assert_eq!(drain(&store, &mut c), ["b=[A:2]", "a=[A:4]"]);
 }
 
@@ -244,11 +244,11 @@ fn relist_unchanged_changed_new_and_gone() {
     let (store, fifo, mut c) = setup(&[("ns/same", "1"), ("ns/changed", "1"), ("ns/gone", "1")]);
     let same_before = Ref::to_arc(&store.get("ns", "same").unwrap());
     fifo.begin_relist();
-    fifo.relist_page(vec![
+    fifo.relist_page_now(vec![
         pod("ns/same", "1", "u1"),
         pod("ns/changed", "2", "u1"),
     ]);
-    fifo.relist_page(vec![pod("ns/new", "3", "u1")]);
+    fifo.relist_page_now(vec![pod("ns/new", "3", "u1")]);
     fifo.end_relist();
     assert_eq!(
         drain(&store, &mut c),
@@ -263,7 +263,7 @@ fn relist_unchanged_changed_new_and_gone() {
 #[test]
 fn relist_tombstones_pending_keys_with_their_newest_state() {
     let (store, fifo, mut c) = setup(&[("a", "1")]);
-    fifo.push(modified("a", "2"));
+    fifo.push_now(modified("a", "2"));
     fifo.begin_relist();
     fifo.end_relist();
     let p = c.try_pop().unwrap();
@@ -284,9 +284,9 @@ fn relist_tombstones_pending_keys_with_their_newest_state() {
 fn relist_pages_interleaved_with_pops() {
     let (store, fifo, mut c) = setup(&[("a", "1"), ("b", "1")]);
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "2", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "2", "u1")]);
     assert_eq!(drain(&store, &mut c), ["a=[M:2]"]);
-    fifo.relist_page(vec![pod("c", "1", "u1")]);
+    fifo.relist_page_now(vec![pod("c", "1", "u1")]);
     fifo.end_relist();
     // `a` was listed on an earlier page: no tombstone for it.
     assert_eq!(drain(&store, &mut c), ["c=[A:1]", "b=[T:1]"]);
@@ -296,9 +296,9 @@ fn relist_pages_interleaved_with_pops() {
 fn has_synced_after_the_first_list_is_processed() {
     let (store, fifo, mut c) = setup(&[]);
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
     fifo.end_relist();
-    fifo.push(added("c", "2"));
+    fifo.push_now(added("c", "2"));
     let p = c.try_pop().unwrap();
     assert!(p.in_initial_list());
     store.apply(&p.deltas()[0]);
@@ -318,10 +318,10 @@ fn has_synced_after_the_first_list_is_processed() {
 fn an_initial_entry_cancelled_out_does_not_block_sync() {
     let (_store, fifo, mut c) = setup(&[]);
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "1", "u1")]);
-    fifo.push(deleted("a", "2")); // Added + Deleted, store lacks the key: nothing left
-    fifo.relist_page(vec![pod("b", "1", "u1")]);
-    fifo.push(deleted("b", "2"));
+    fifo.relist_page_now(vec![pod("a", "1", "u1")]);
+    fifo.push_now(deleted("a", "2")); // Added + Deleted, store lacks the key: nothing left
+    fifo.relist_page_now(vec![pod("b", "1", "u1")]);
+    fifo.push_now(deleted("b", "2"));
     fifo.end_relist();
     assert!(c.try_pop().is_none());
     assert!(fifo.has_synced());
@@ -334,12 +334,12 @@ fn an_initial_entry_cancelled_out_does_not_block_sync() {
 fn the_first_list_goes_out_before_the_events_behind_it() {
     let (store, fifo, mut c) = setup(&[]);
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
     fifo.end_relist();
     fifo.bookmark("5");
-    fifo.push(modified("a", "6"));
-    fifo.push(deleted("b", "7"));
-    fifo.push(added("c", "8"));
+    fifo.push_now(modified("a", "6"));
+    fifo.push_now(deleted("b", "7"));
+    fifo.push_now(added("c", "8"));
     let mut seen = Vec::new();
     while let Some(p) = c.try_pop() {
         for d in p.deltas() {
@@ -392,7 +392,7 @@ fn later_relists_are_not_initial() {
     assert!(c.try_pop().is_none());
     assert!(fifo.has_synced());
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "1", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "1", "u1")]);
     fifo.end_relist();
     assert!(!c.try_pop().unwrap().in_initial_list());
     drop(store);
@@ -404,9 +404,9 @@ fn later_relists_are_not_initial() {
 #[test]
 fn t5_delete_then_replace() {
     let (store, fifo, mut c) = setup(&[("foo", "5"), ("bar", "6"), ("baz", "7")]);
-    fifo.push(deleted("baz", "10"));
+    fifo.push_now(deleted("baz", "10"));
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("foo", "5", "u1")]);
+    fifo.relist_page_now(vec![pod("foo", "5", "u1")]);
     fifo.end_relist();
     assert_eq!(drain(&store, &mut c), ["baz=[D:10]", "bar=[T:6]"]);
     assert_eq!(store.keys(), ["foo"]);
@@ -415,9 +415,9 @@ fn t5_delete_then_replace() {
 #[test]
 fn t5_add_then_replace() {
     let (store, fifo, mut c) = setup(&[("foo", "5"), ("bar", "6"), ("baz", "7")]);
-    fifo.push(added("baz", "10"));
+    fifo.push_now(added("baz", "10"));
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("foo", "5", "u1")]);
+    fifo.relist_page_now(vec![pod("foo", "5", "u1")]);
     fifo.end_relist();
     assert_eq!(drain(&store, &mut c), ["baz=[T:10]", "bar=[T:6]"]);
     assert_eq!(store.keys(), ["foo"]);
@@ -426,10 +426,10 @@ fn t5_add_then_replace() {
 #[test]
 fn t5_delete_add_then_replace() {
     let (store, fifo, mut c) = setup(&[("foo", "5"), ("bar", "6"), ("baz", "7")]);
-    fifo.push(deleted("bar", "6x"));
-    fifo.push(Delta::Added(pod("bar", "100", "u2")));
+    fifo.push_now(deleted("bar", "6x"));
+    fifo.push_now(Delta::Added(pod("bar", "100", "u2")));
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("foo", "5", "u1")]);
+    fifo.relist_page_now(vec![pod("foo", "5", "u1")]);
     fifo.end_relist();
     // The re-created bar is gone again by the list: only the delete of the first one is left.
     assert_eq!(drain(&store, &mut c), ["bar=[D:6x]", "baz=[T:7]"]);
@@ -439,9 +439,9 @@ fn t5_delete_add_then_replace() {
 #[test]
 fn close_delivers_what_was_pushed_before() {
     let (_store, fifo, mut c) = setup(&[]);
-    fifo.push(added("a", "1"));
+    fifo.push_now(added("a", "1"));
     fifo.close();
-    assert!(!fifo.push(added("b", "1")));
+    assert!(!fifo.push_now(added("b", "1")));
     assert_eq!(c.blocking_pop().unwrap().key(), "a");
     assert!(c.blocking_pop().is_none());
     assert!(c.blocking_pop().is_none());
@@ -453,7 +453,7 @@ async fn pop_waits_for_a_producer() {
     let producer = fifo.clone();
     let task = tokio::spawn(async move {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        producer.push(added("a", "1"));
+        producer.push_now(added("a", "1"));
         producer.close();
     });
     assert_eq!(c.pop().await.unwrap().key(), "a");
@@ -468,7 +468,7 @@ async fn pop_is_cancel_safe() {
         .await
         .is_err();
     assert!(timed_out);
-    fifo.push(added("a", "1"));
+    fifo.push_now(added("a", "1"));
     assert_eq!(c.pop().await.unwrap().key(), "a");
     assert_eq!(fifo.len(), 0);
 }
@@ -476,11 +476,11 @@ async fn pop_is_cancel_safe() {
 #[test]
 fn relist_over_a_pending_delete() {
     let (store, fifo, mut c) = setup(&[("a", "1"), ("b", "1")]);
-    fifo.push(deleted("a", "5"));
-    fifo.push(deleted("b", "5"));
+    fifo.push_now(deleted("a", "5"));
+    fifo.push_now(deleted("b", "5"));
     fifo.begin_relist();
     // `a` was re-created (new uid) after the delete; `b` is listed from an older snapshot.
-    fifo.relist_page(vec![pod("a", "6", "u2"), pod("b", "4", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "6", "u2"), pod("b", "4", "u1")]);
     fifo.end_relist();
     assert_eq!(drain(&store, &mut c), ["a=[D:5,A:6]", "b=[D:5]"]);
     assert_eq!(store.keys(), ["a"]);
@@ -491,7 +491,7 @@ fn relist_over_a_pending_delete() {
 fn a_stalled_consumer_holds_one_entry_per_key() {
     let (store, fifo, mut c) = setup(&[]);
     for i in 1..=10_000u64 {
-        fifo.push(modified(&format!("k{}", i % 10), &i.to_string()));
+        fifo.push_now(modified(&format!("k{}", i % 10), &i.to_string()));
     }
     assert_eq!(fifo.metrics().backlog, 10_000);
     let first = c.try_pop().unwrap().key().to_string();
@@ -521,8 +521,8 @@ async fn the_consumer_can_move_into_a_task() {
         }
         n
     });
-    fifo.push(added("a", "1"));
-    fifo.push(added("b", "1"));
+    fifo.push_now(added("a", "1"));
+    fifo.push_now(added("b", "1"));
     fifo.close();
     assert_eq!(task.await.unwrap(), 2);
 }
@@ -544,8 +544,8 @@ fn cu(key: &str, rv: Option<&str>) -> (String, Option<String>) {
 #[test]
 fn caught_up_version_only_when_nothing_else_is_pending() {
     let (_store, fifo, mut c) = setup(&[]);
-    fifo.push(added("a", "1"));
-    fifo.push(added("b", "2"));
+    fifo.push_now(added("a", "1"));
+    fifo.push_now(added("b", "2"));
     assert_eq!(caught_up(&mut c), [cu("a", None), cu("b", Some("2"))]);
     // A bookmark with nothing pending: a pop without deltas reports it, once.
     fifo.bookmark("5");
@@ -555,7 +555,7 @@ fn caught_up_version_only_when_nothing_else_is_pending() {
     drop(p);
     assert!(c.try_pop().is_none());
     // A bookmark behind pending events is reported with the last of them.
-    fifo.push(modified("a", "6"));
+    fifo.push_now(modified("a", "6"));
     fifo.bookmark("9");
     assert_eq!(caught_up(&mut c), [cu("a", Some("9"))]);
 }
@@ -564,7 +564,7 @@ fn caught_up_version_only_when_nothing_else_is_pending() {
 fn no_caught_up_version_during_a_relist() {
     let (store, fifo, mut c) = setup(&[("old", "1")]);
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "3", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "3", "u1")]);
     assert_eq!(caught_up(&mut c), [cu("a", None)]);
     fifo.end_relist();
     fifo.bookmark("10"); // the list's resourceVersion
@@ -601,7 +601,7 @@ fn a_stalled_consumer_holds_the_producer_and_memory_stays_o_keys() {
                 .unwrap()
                 .block_on(async {
                     for i in 0..EVENTS {
-                        assert!(fifo.push_raw(raw_event(i % KEYS, i + 1)).await);
+                        assert!(fifo.push(raw_event(i % KEYS, i + 1)).await);
                         pushed.store(i + 1, std::sync::atomic::Ordering::SeqCst);
                     }
                 })
@@ -697,7 +697,7 @@ fn undecoded_bytes_held_pending_stay_within_the_budget() {
                 .unwrap()
                 .block_on(async {
                     for k in 0..KEYS {
-                        assert!(fifo.push_raw(big_raw_event(k, k + 1, SIZE)).await);
+                        assert!(fifo.push(big_raw_event(k, k + 1, SIZE)).await);
                     }
                 })
         })
@@ -745,7 +745,7 @@ fn a_raw_object_that_does_not_decode_is_dropped_reported_and_blocks_caught_up() 
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(async { assert!(fifo.push_raw(RawDelta::Modified(raw)).await) });
+    rt.block_on(async { assert!(fifo.push(RawDelta::Modified(raw)).await) });
     let p = c.try_pop().unwrap();
     assert_eq!(p.key(), "a");
     assert!(p.deltas().is_empty(), "nothing to apply");
@@ -767,7 +767,7 @@ fn a_raw_object_that_does_not_decode_is_dropped_reported_and_blocks_caught_up() 
         "that bookmark was taken, not left pending"
     );
     fifo.begin_relist();
-    fifo.relist_page(vec![pod("a", "6", "u1")]);
+    fifo.relist_page_now(vec![pod("a", "6", "u1")]);
     fifo.end_relist();
     fifo.bookmark("6");
     drain(&store, &mut c);
@@ -797,8 +797,8 @@ fn a_consumer_that_keeps_up_still_gets_half_the_list_decoded_by_the_producer() {
     assert!(fifo.begin_relist());
     for page in [0..5, 5..8] {
         rt.block_on(async {
-            let page = page.map(|k| raw_listed(k, k + 1)).collect();
-            assert!(fifo.relist_raw_page(page).await)
+            let page: Vec<_> = page.map(|k| raw_listed(k, k + 1)).collect();
+            assert!(fifo.relist_page(page).await)
         });
     }
     fifo.end_relist();
@@ -840,8 +840,8 @@ fn the_producer_decodes_no_more_of_a_list_than_its_budget() {
         assert!(fifo.begin_relist());
         for first in (0..OBJECTS).step_by(10) {
             rt.block_on(async {
-                let page = (first..first + 10).map(|k| listed(k, rv)).collect();
-                assert!(fifo.relist_raw_page(page).await)
+                let page: Vec<_> = (first..first + 10).map(|k| listed(k, rv)).collect();
+                assert!(fifo.relist_page(page).await)
             });
             drain(&store, &mut c);
         }
@@ -882,8 +882,8 @@ fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
         .unwrap();
     assert!(fifo.begin_relist());
     rt.block_on(async {
-        let page = (0..4).map(|k| raw_listed(k, k + 1)).collect();
-        assert!(fifo.relist_raw_page(page).await)
+        let page: Vec<_> = (0..4).map(|k| raw_listed(k, k + 1)).collect();
+        assert!(fifo.relist_page(page).await)
     });
     let p = c.try_pop().unwrap();
     store.apply(&p.deltas()[0]);
@@ -891,7 +891,7 @@ fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
     assert_eq!((fifo.metrics().depth, fifo.metrics().decoded), (3, 1));
     rt.block_on(async {
         let page = vec![raw_listed(4, 5), bad, raw_listed(5, 6)];
-        assert!(fifo.relist_raw_page(page).await)
+        assert!(fifo.relist_page(page).await)
     });
     fifo.end_relist();
     let applied = drain(&store, &mut c);

@@ -49,7 +49,7 @@ fn produce(fifo: DeltaFifo<Pod>, producer: usize) -> HashMap<String, u64> {
                 Delta::Modified(pod(&name, rv, u))
             }
         };
-        assert!(fifo.push(delta));
+        assert!(fifo.push_now(delta));
     }
     live.into_iter().map(|(k, (rv, _))| (k, rv)).collect()
 }
@@ -153,13 +153,13 @@ fn relist_racing_with_a_consumer_converges() {
                 fifo.begin_relist();
                 // Each round lists a sliding window of keys, so some are new, some unchanged, some gone.
                 for page in 0..4u64 {
-                    let items = (0..25u64)
+                    let items: Vec<_> = (0..25u64)
                         .map(|i| {
                             let k = round + page * 25 + i;
                             pod(&format!("k{k}"), 1_000 * (k + 1) + round / 10, k)
                         })
                         .collect();
-                    fifo.relist_page(items);
+                    fifo.relist_page_now(items);
                 }
                 fifo.end_relist();
             }
