@@ -50,8 +50,8 @@
 //! by the consumer's thread, so all pending JSON lives in one thread's allocator arena.
 //!
 //! # Listed objects decoded by the producer
-//! A streaming list's objects come raw ([`DeltaFifo::relist_page`] of `RawObject`s), and the consumer alone would
-//! decode them all while the producer, which only frames them, waits for room. So the producer
+//! A streaming list's objects come raw ([`DeltaFifo::relist_page`] of `RawObject`s), and the
+//! consumer alone would decode them all while the producer, which only frames them, waits for room. So the producer
 //! decodes every other listed object it hands over (counted across pages), and all of them while
 //! the consumer has [`DeltaFifo::capacity`] or more objects to go through. A decoded object takes
 //! the consumer a store insert, a raw one a decode as well, so the two threads share the list's
@@ -67,8 +67,8 @@
 //! never find it, so without a bound a large list would cost its size twice.
 //!
 //! # Back-pressure
-//! [`DeltaFifo::push`] and [`DeltaFifo::relist_page`] wait while the inbox holds [`DeltaFifo::capacity`] or more undrained objects, or 16 MiB or more
-//! of their JSON (the bytes they were received as), so a consumer that falls behind slows the
+//! [`DeltaFifo::push`] and [`DeltaFifo::relist_page`] wait while the inbox holds
+//! [`DeltaFifo::capacity`] or more undrained objects, or 16 MiB or more of their JSON (the bytes they were received as), so a consumer that falls behind slows the
 //! watch reader and the unread stream waits in the socket, not in memory. The byte bound is what
 //! holds for large objects: 1024 events of 16 MiB frames are 16 GiB. A streaming list's page goes
 //! to the fifo at 4 MiB of JSON, whatever its page size, so the one input by which a push can
@@ -267,6 +267,30 @@ impl<T> From<Vec<Arc<T>>> for ListedPage<T> {
 impl<T> From<Vec<RawObject>> for ListedPage<T> {
     fn from(items: Vec<RawObject>) -> Self {
         ListedPage(PageItems::Raw(items))
+    }
+}
+
+/// A raw page on its way into an `Input::Page`: the objects not looked at yet, those held,
+/// the page's JSON bytes as received, and a key buffer reused across objects.
+struct RawPage<T> {
+    items: std::vec::IntoIter<RawObject>,
+    held: Vec<Held<T>>,
+    bytes: usize,
+    key: String,
+}
+
+impl<T> RawPage<T> {
+    fn new(items: Vec<RawObject>) -> Self {
+        RawPage {
+            bytes: items.iter().map(|raw| raw.json().len()).sum(),
+            held: Vec::with_capacity(items.len()),
+            items: items.into_iter(),
+            key: String::new(),
+        }
+    }
+
+    fn into_input(self) -> Input<T> {
+        Input::Page(self.held, self.bytes)
     }
 }
 
@@ -664,22 +688,13 @@ impl<T: Object> DeltaFifo<T> {
         let input = match page.into().0 {
             PageItems::Decoded(items) => self.decoded_page(items),
             PageItems::Raw(items) => {
-                let bytes = items.iter().map(|raw| raw.json().len()).sum();
-                let mut key = String::new();
-                let mut held = Vec::with_capacity(items.len());
-                // JSON decoded here since this task last yielded (see "Listed objects decoded
+                let mut page = RawPage::new(items);
+                // Yields between slices of the JSON decoded here (see "Listed objects decoded
                 // by the producer").
-                let mut decoded_bytes = 0;
-                for raw in items {
-                    let (h, decoded) = self.hold_listed(raw, &mut key);
-                    held.push(h);
-                    decoded_bytes += decoded;
-                    if decoded_bytes >= PRODUCER_DECODE_SLICE {
-                        decoded_bytes = 0;
-                        tokio::task::yield_now().await;
-                    }
+                while self.hold_listed_slice(&mut page) {
+                    tokio::task::yield_now().await;
                 }
-                Input::Page(held, bytes)
+                page.into_input()
             }
         };
         self.room().await;
@@ -699,13 +714,9 @@ impl<T: Object> DeltaFifo<T> {
         let input = match page.into().0 {
             PageItems::Decoded(items) => self.decoded_page(items),
             PageItems::Raw(items) => {
-                let bytes = items.iter().map(|raw| raw.json().len()).sum();
-                let mut key = String::new();
-                let held = items
-                    .into_iter()
-                    .map(|raw| self.hold_listed(raw, &mut key).0)
-                    .collect();
-                Input::Page(held, bytes)
+                let mut page = RawPage::new(items);
+                while self.hold_listed_slice(&mut page) {}
+                page.into_input()
             }
         };
         self.send(input)
@@ -728,30 +739,40 @@ impl<T: Object> DeltaFifo<T> {
         Input::Page(held, 0)
     }
 
-    /// A raw listed object as the page holds it: the store's value if unchanged, else decoded
-    /// here or left raw (see [`relist_page`](Self::relist_page)); and the JSON bytes decoded.
-    fn hold_listed(&self, raw: RawObject, key: &mut String) -> (Held<T>, usize) {
-        raw.write_key(key);
-        match self.shared.known.get_by_key(key) {
-            Some(stored)
-                if !raw.resource_version().is_empty()
-                    && stored.meta().resource_version == raw.resource_version() =>
-            {
-                (Held::Decoded(stored), 0)
-            }
-            // Every other object, or all while the consumer lags: see "Listed objects decoded
-            // by the producer".
-            _ if (self.take_odd_listed() || self.consumer_behind())
-                && self.within_decode_budget(raw.json().len()) =>
-            {
-                let len = raw.json().len();
-                match self.decode_listed(&raw) {
-                    Some(obj) => (Held::Decoded(obj), len),
-                    None => (Held::Raw(raw), len),
+    /// Moves `page`'s raw objects into its held ones until [`PRODUCER_DECODE_SLICE`] bytes of
+    /// JSON were decoded here (true: more to do) or none is left (false). Each object becomes
+    /// the store's value if unchanged, else decoded here or left raw (see
+    /// [`relist_page`](Self::relist_page)).
+    fn hold_listed_slice(&self, page: &mut RawPage<T>) -> bool {
+        let mut decoded_bytes = 0;
+        for raw in page.items.by_ref() {
+            raw.write_key(&mut page.key);
+            let held = match self.shared.known.get_by_key(&page.key) {
+                Some(stored)
+                    if !raw.resource_version().is_empty()
+                        && stored.meta().resource_version == raw.resource_version() =>
+                {
+                    Held::Decoded(stored)
                 }
+                // Every other object, or all while the consumer lags: see "Listed objects
+                // decoded by the producer".
+                _ if (self.take_odd_listed() || self.consumer_behind())
+                    && self.within_decode_budget(raw.json().len()) =>
+                {
+                    decoded_bytes += raw.json().len();
+                    match self.decode_listed(&raw) {
+                        Some(obj) => Held::Decoded(obj),
+                        None => Held::Raw(raw),
+                    }
+                }
+                _ => Held::Raw(raw),
+            };
+            page.held.push(held);
+            if decoded_bytes >= PRODUCER_DECODE_SLICE {
+                return true;
             }
-            _ => (Held::Raw(raw), 0),
         }
+        false
     }
 
     /// Ends the running relist: keys stored or pending but not listed are deleted with a tombstone.
