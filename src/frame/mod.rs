@@ -138,7 +138,7 @@ impl FrameDecoder {
     /// ```
     pub fn with_max_frame(max_frame: usize) -> Self {
         FrameDecoder {
-            buf: BytesMut::with_capacity(8 * 1024),
+            buf: BytesMut::new(),
             scanned: 0,
             state: State::Between,
             max_frame: max_frame.max(1),
@@ -343,7 +343,15 @@ impl FrameDecoder {
             .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
             .unwrap_or(self.buf.len());
         self.consume(n);
-        !self.buf.is_empty()
+        if self.buf.is_empty() {
+            // Between values with nothing buffered: let the receive buffer go, so an idle watch
+            // holds none (a thousand idle watches held 8 MiB of them). The next push allocates
+            // what it brings; a buffer still shared with frames handed out could not be reused
+            // anyway.
+            self.buf = BytesMut::new();
+            return false;
+        }
+        true
     }
 
     /// Accounts for the first byte of a new value.
