@@ -75,7 +75,7 @@
 //! # For RPC clients
 //! [`ServiceDiscovery::endpoint_changes`] turns a Service port's snapshots into an
 //! [`EndpointStream`] of inserts and removals of usable endpoints (inserts first), a plain
-//! stream; with the `tower` feature, [`EndpointStream::into_discover`] makes it tower's
+//! stream; with the `tower` feature, `EndpointStream::into_discover` makes it tower's
 //! `Discover` for tower's balancers (and, forwarded, tonic's balance channel).
 
 mod cache;

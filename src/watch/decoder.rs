@@ -102,8 +102,8 @@ impl<T: Object> EventDecoder<T> {
     }
 
     /// The next event, `Ok(None)` if more bytes are needed, or an error for this event (the decoder
-    /// then goes on with the next one): [`Error::Decode`] for a value that is not a watch event of
-    /// `T`, [`Error::FrameTooLarge`] for one over the limit.
+    /// then goes on with the next one): [`Error::Decode`](crate::Error::Decode) for a value that is not a watch event of
+    /// `T`, [`Error::FrameTooLarge`](crate::Error::FrameTooLarge) for one over the limit.
     pub fn next_event(&mut self) -> Result<Option<WatchEvent<T>>> {
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
@@ -125,7 +125,7 @@ impl<T: Object> EventDecoder<T> {
 
     /// The next event with its object left as JSON ([`RawEvent`]): the envelope and the object's
     /// metadata are read, but the rest of the object is parsed only when the caller decodes it
-    /// ([`RawObject::decode`]). Events the fast path does not take come decoded, and errors are
+    /// ([`RawObject::decode`](super::RawObject::decode)). Events the fast path does not take come decoded, and errors are
     /// those of [`next_event`](Self::next_event), at the same offsets; an object whose metadata
     /// reads but whose rest is not valid JSON, or not a valid `T`, is found only when it is
     /// decoded (an event that a newer one for its key replaces is never parsed in full), at the
@@ -164,7 +164,7 @@ impl<T: Object> EventDecoder<T> {
         self.frames.next_frame()
     }
 
-    /// Ends the stream: `Ok(None)` for a clean end, [`Error::UnexpectedEof`] for an end inside an
+    /// Ends the stream: `Ok(None)` for a clean end, [`Error::UnexpectedEof`](crate::Error::UnexpectedEof) for an end inside an
     /// event, or the last event if the stream ended right after a value that needed no delimiter.
     pub fn finish(&mut self) -> Result<Option<WatchEvent<T>>> {
         match self.frames.finish()? {
