@@ -259,17 +259,9 @@ impl<T: Object> FifoConsumer<T> {
                 }
                 Input::BeginRelist => self.pending.begin_relist(),
                 Input::Page(items, _) => {
-                    // During the first list every listed object stays pending until it is
-                    // handed out, in list order, so the receive buffers the raw ones share are
-                    // used up and freed as they go: they are kept as received (see "Raw
-                    // events"). A later relist swaps unchanged objects for the store's, and a
-                    // changed one left pending alone would hold its whole buffer: it is copied.
-                    let copy = self.pending.first_list_done;
                     for mut obj in items {
                         bytes += obj.raw_bytes();
-                        if copy {
-                            obj.own_bytes();
-                        }
+                        obj.own_bytes();
                         self.pending.listed(obj, known);
                     }
                 }
