@@ -101,6 +101,7 @@ for r in rows:
 figures = {
     "sync_s": lambda r: r["sync_s"],
     "lag_ms": lambda r: r["lag_ms"],
+    "median_lag_ms": lambda r: r["median_lag_ms"],
     "worst_lag_ms": lambda r: r["worst_lag_ms"],
     "threads": lambda r: r["end"]["threads"],
     "cpu_s": lambda r: r["end"]["cpu_s"],
@@ -115,13 +116,13 @@ for name, rs in by.items():
     med[name]["sync_s_range"] = [min(r["sync_s"] for r in rs), max(r["sync_s"] for r in rs)]
 order = sorted(by, key=lambda k: (by[k][0]["n"], by[k][0]["client"] != "informer", by[k][0]["handlers"]))
 print(f"\nmedians of up to {sys.argv[2]} runs; listen backlog: {sys.argv[3]}")
-print("| N | client | runs | sync s | lag ms | worst lag ms | OS threads | CPU s | peak RSS MiB | KiB per informer | sockets | listen drops |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| N | client | runs | sync s | lag ms | median lag ms | worst lag ms | OS threads | CPU s | peak RSS MiB | KiB per informer | sockets | listen drops |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for name in order:
     d, r0 = med[name], by[name][0]
     client = r0["client"] + (f", {r0['handlers']} handlers each" if r0["client"] == "informer" and r0["handlers"] > 1 else "")
     lo, hi = d["sync_s_range"]
     sync = f"{d['sync_s']:.3f}" + (f" ({lo:.3f}–{hi:.3f})" if d["runs"] > 1 else "")
-    print(f"| {r0['n']} | {client} | {d['runs']} | {sync} | {d['lag_ms']:.1f} | {d['worst_lag_ms']:.1f} | {d['threads']:.0f} | {d['cpu_s']:.2f} | {d['peak_rss_mib']:.1f} | {d['kib_per_informer']:.0f} | {d['sockets']:.0f} | {d['listen_drops']:.0f} |")
+    print(f"| {r0['n']} | {client} | {d['runs']} | {sync} | {d['lag_ms']:.1f} | {d['median_lag_ms']:.2f} | {d['worst_lag_ms']:.1f} | {d['threads']:.0f} | {d['cpu_s']:.2f} | {d['peak_rss_mib']:.1f} | {d['kib_per_informer']:.0f} | {d['sockets']:.0f} | {d['listen_drops']:.0f} |")
 print("MEDIANS " + json.dumps(med))
 PY

@@ -117,6 +117,7 @@ async fn main() {
         post_end_s: clock.at_s(posted.done),
         last_seen_s: clock.last_seen_s(),
         worst_lag: clock.worst_lag_s(&posted.sent),
+        median_lag_s: clock.median_lag_s(&posted.sent),
         objects: readers.iter().map(|r| r.state().len()).sum(),
         events: events.load(Ordering::Relaxed),
         errors: errors.load(Ordering::Relaxed),

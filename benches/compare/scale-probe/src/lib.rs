@@ -190,6 +190,23 @@ impl Timeline {
         max.max().unwrap_or(0) as f64 / 1e9
     }
 
+    /// The median over namespaces of the time, in seconds, from sending namespace i's update
+    /// (`sent[i]`) to the last handler that saw it: what one update typically takes, where
+    /// [`worst_lag_s`](Self::worst_lag_s) and the last update's lag are single samples from the
+    /// tail (the server's and the machine's as much as the client's).
+    pub fn median_lag_s(&self, sent: &[Instant]) -> f64 {
+        let mut lags: Vec<f64> = sent
+            .iter()
+            .zip(&self.seen_ns)
+            .map(|(t, seen)| seen.load(Ordering::Relaxed) as f64 / 1e9 - self.at_s(*t))
+            .collect();
+        if lags.is_empty() {
+            return 0.0;
+        }
+        lags.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        lags[lags.len() / 2]
+    }
+
     /// The longest time, in seconds, from sending namespace i's update (`sent[i]`) to the last
     /// handler that saw it, and that i.
     pub fn worst_lag_s(&self, sent: &[Instant]) -> (f64, usize) {
@@ -237,6 +254,8 @@ pub struct Report<'a> {
     /// The longest any one update took to reach the last of its namespace's handlers, and which
     /// namespace's update that was.
     pub worst_lag: (f64, usize),
+    /// The median over namespaces of that time ([`Timeline::median_lag_s`]).
+    pub median_lag_s: f64,
     /// Objects in the stores at the end.
     pub objects: usize,
     /// Handler callbacks (stream events) counted in total.
@@ -252,10 +271,10 @@ pub struct Report<'a> {
 
 impl Report<'_> {
     /// The report as one JSON line; `lag_ms` is `last_seen_s - last_post_s`, `worst_lag_ms`
-    /// `worst_lag.0`, in milliseconds.
+    /// `worst_lag.0`, `median_lag_ms` `median_lag_s`, in milliseconds.
     pub fn json(&self) -> String {
         format!(
-            r#"{{"client":"{}","n":{},"handlers":{},"setup_s":{:.4},"sync_s":{:.4},"post_start_s":{:.4},"last_post_s":{:.4},"post_end_s":{:.4},"last_seen_s":{:.4},"lag_ms":{:.3},"worst_lag_ms":{:.3},"worst_lag_ns_index":{},"objects":{},"events":{},"errors":{},"sync_pct":{},"base":{},"at_sync":{},"end":{}}}"#,
+            r#"{{"client":"{}","n":{},"handlers":{},"setup_s":{:.4},"sync_s":{:.4},"post_start_s":{:.4},"last_post_s":{:.4},"post_end_s":{:.4},"last_seen_s":{:.4},"lag_ms":{:.3},"median_lag_ms":{:.3},"worst_lag_ms":{:.3},"worst_lag_ns_index":{},"objects":{},"events":{},"errors":{},"sync_pct":{},"base":{},"at_sync":{},"end":{}}}"#,
             self.client,
             self.n,
             self.handlers,
@@ -266,6 +285,7 @@ impl Report<'_> {
             self.post_end_s,
             self.last_seen_s,
             (self.last_seen_s - self.last_post_s) * 1000.0,
+            self.median_lag_s * 1000.0,
             self.worst_lag.0 * 1000.0,
             self.worst_lag.1,
             self.objects,
