@@ -241,8 +241,8 @@ pub struct Config {
     /// Limit on a response body that stops arriving (default 30 s): a LIST body with no bytes for
     /// this long, or an error response whose body is not all there this long after its head (a
     /// `500` head, 40 bytes of its `Status`, then silence on an open socket), is given up and
-    /// its connection with it. A stalled LIST is an [`Error::Timeout`]
-    /// (retryable); a stalled error body is the error its status code says, with what came of it.
+    /// its connection with it. A stalled LIST is an [`Error::Timeout`] (retryable); a stalled
+    /// error body is the error its status code says, with what came of it.
     pub body_stall_timeout: Duration,
     /// An HTTP/2 connection that received nothing for this long is sent a PING (default 30 s, like
     /// client-go's `HTTP2_READ_IDLE_TIMEOUT_SECONDS`); `None` turns the check off.

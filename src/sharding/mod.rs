@@ -10,9 +10,9 @@
 //!    `alpha.sharding.timebertt.dev/controllerring: <ring>`, with `acquireTime`, `renewTime` and
 //!    `leaseDurationSeconds` always set, renewed as a leader renews its Lease, its labels merged
 //!    on every update (the sharder writes `alpha.sharding.timebertt.dev/state` there), and
-//!    released (empty holder) on shutdown. [`Shard`] runs a
-//!    [`LeaderElector`] on that Lease: while its fence is
-//!    open, the sharder reads the shard as ready (`renewTime` + duration in the future);
+//!    released (empty holder) on shutdown. [`Shard`] runs a [`LeaderElector`] on that Lease:
+//!    while its fence is open, the sharder reads the shard as ready (`renewTime` + duration in
+//!    the future);
 //!    when a renewal has failed for RenewDeadline the fence closes and the workers stop, before
 //!    the Lease expires and the sharder moves the objects;
 //! 2. **watch only its objects**: informers with the label selector
@@ -21,7 +21,8 @@
 //!    `drain.alpha.sharding.timebertt.dev/<ring>` is not reconciled; the shard removes both labels
 //!    with a merge patch carrying the object's resourceVersion (a conflict means the object
 //!    changed: it is seen again and retried), after which the sharder assigns it to another shard.
-//!    [`Assigner::assignment`] says which case a key is in, [`Assigner::acknowledge_drain`] patches.
+//!    [`Assigner::assignment`] says which case a key is in, [`Assigner::acknowledge_drain`]
+//!    patches.
 //!
 //! # Example
 //!

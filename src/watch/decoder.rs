@@ -102,8 +102,9 @@ impl<T: Object> EventDecoder<T> {
     }
 
     /// The next event, `Ok(None)` if more bytes are needed, or an error for this event (the decoder
-    /// then goes on with the next one): [`Error::Decode`](crate::Error::Decode) for a value that is not a watch event of
-    /// `T`, [`Error::FrameTooLarge`](crate::Error::FrameTooLarge) for one over the limit.
+    /// then goes on with the next one): [`Error::Decode`](crate::Error::Decode) for a value that is
+    /// not a watch event of `T`, [`Error::FrameTooLarge`](crate::Error::FrameTooLarge) for one
+    /// over the limit.
     pub fn next_event(&mut self) -> Result<Option<WatchEvent<T>>> {
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
@@ -125,12 +126,13 @@ impl<T: Object> EventDecoder<T> {
 
     /// The next event with its object left as JSON ([`RawEvent`]): the envelope and the object's
     /// metadata are read, but the rest of the object is parsed only when the caller decodes it
-    /// ([`RawObject::decode`](super::RawObject::decode)). Events the fast path does not take come decoded, and errors are
-    /// those of [`next_event`](Self::next_event), at the same offsets; an object whose metadata
-    /// reads but whose rest is not valid JSON, or not a valid `T`, is found only when it is
-    /// decoded (an event that a newer one for its key replaces is never parsed in full), at the
-    /// same offset, except that a parse running out of input (`"\u"}`: a closed string to
-    /// framing, an escape missing its digits to the parser) ends at the object, not the event.
+    /// ([`RawObject::decode`](super::RawObject::decode)). Events the fast path does not take come
+    /// decoded, and errors are those of [`next_event`](Self::next_event), at the same offsets; an
+    /// object whose metadata reads but whose rest is not valid JSON, or not a valid `T`, is found
+    /// only when it is decoded (an event that a newer one for its key replaces is never parsed in
+    /// full), at the same offset, except that a parse running out of input (`"\u"}`: a closed
+    /// string to framing, an escape missing its digits to the parser) ends at the object, not the
+    /// event.
     pub fn next_raw(&mut self) -> Result<Option<RawEvent<T>>> {
         // The apiserver's envelope, complete before the last newline received, is split where it
         // lies: one scan finds the object's end (faster than a parse), and the skim reads just
@@ -164,8 +166,9 @@ impl<T: Object> EventDecoder<T> {
         self.frames.next_frame()
     }
 
-    /// Ends the stream: `Ok(None)` for a clean end, [`Error::UnexpectedEof`](crate::Error::UnexpectedEof) for an end inside an
-    /// event, or the last event if the stream ended right after a value that needed no delimiter.
+    /// Ends the stream: `Ok(None)` for a clean end,
+    /// [`Error::UnexpectedEof`](crate::Error::UnexpectedEof) for an end inside an event, or the
+    /// last event if the stream ended right after a value that needed no delimiter.
     pub fn finish(&mut self) -> Result<Option<WatchEvent<T>>> {
         match self.frames.finish()? {
             Some(frame) => decode_event(&frame).map(Some),

@@ -9,7 +9,8 @@
 //! * `ADDED`/`MODIFIED`/`DELETED` carry a `T`.
 //! * `BOOKMARK` objects are read for `metadata.resourceVersion` and `metadata.annotations` only; the rest
 //!   is a zero-valued object of the watched type (`"spec":{"containers":null}`) and is skipped.
-//! * `ERROR` carries a [`Status`](crate::Status); code 410 means the watch's resourceVersion is gone.
+//! * `ERROR` carries a [`Status`](crate::Status); code 410 means the watch's resourceVersion is
+//!   gone.
 //!
 //! ```
 //! use informer::{watch::{decode_event, WatchEvent}, frame::Frame, Pod};

@@ -155,7 +155,8 @@ impl RawObject {
     }
 }
 
-/// A watch event whose object, if it has one, is still JSON: see [`EventDecoder::next_raw`](super::EventDecoder::next_raw).
+/// A watch event whose object, if it has one, is still JSON: see
+/// [`EventDecoder::next_raw`](super::EventDecoder::next_raw).
 #[derive(Clone, Debug, PartialEq)]
 pub enum RawEvent<T> {
     /// An object was added.

@@ -190,16 +190,20 @@ impl Timeline {
         max.max().unwrap_or(0) as f64 / 1e9
     }
 
+    /// For each namespace i, the time in seconds from sending its update (`sent[i]`) to the last
+    /// handler that saw it.
+    fn lags_s<'a>(&'a self, sent: &'a [Instant]) -> impl Iterator<Item = f64> + 'a {
+        sent.iter()
+            .zip(&self.seen_ns)
+            .map(|(t, seen)| seen.load(Ordering::Relaxed) as f64 / 1e9 - self.at_s(*t))
+    }
+
     /// The median over namespaces of the time, in seconds, from sending namespace i's update
     /// (`sent[i]`) to the last handler that saw it: what one update typically takes, where
     /// [`worst_lag_s`](Self::worst_lag_s) and the last update's lag are single samples from the
     /// tail (the server's and the machine's as much as the client's).
     pub fn median_lag_s(&self, sent: &[Instant]) -> f64 {
-        let mut lags: Vec<f64> = sent
-            .iter()
-            .zip(&self.seen_ns)
-            .map(|(t, seen)| seen.load(Ordering::Relaxed) as f64 / 1e9 - self.at_s(*t))
-            .collect();
+        let mut lags: Vec<f64> = self.lags_s(sent).collect();
         if lags.is_empty() {
             return 0.0;
         }
@@ -210,10 +214,7 @@ impl Timeline {
     /// The longest time, in seconds, from sending namespace i's update (`sent[i]`) to the last
     /// handler that saw it, and that i.
     pub fn worst_lag_s(&self, sent: &[Instant]) -> (f64, usize) {
-        let lags = sent
-            .iter()
-            .zip(&self.seen_ns)
-            .map(|(t, seen)| seen.load(Ordering::Relaxed) as f64 / 1e9 - self.at_s(*t));
+        let lags = self.lags_s(sent);
         let worst = |w: (f64, usize), (i, lag): (usize, f64)| if lag > w.0 { (lag, i) } else { w };
         lags.enumerate().fold((0.0, 0), worst)
     }
