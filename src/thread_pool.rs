@@ -96,13 +96,17 @@ impl ThreadPool {
     /// Queues `job` behind every job submitted before it.
     pub(crate) fn submit(&self, job: impl FnOnce() + Send + 'static) {
         self.started.get_or_init(|| self.start());
-        self.jobs
-            .queue
-            .lock()
-            .unwrap()
-            .jobs
-            .push_back((Instant::now(), Box::new(job)));
-        self.jobs.ready.notify_one();
+        let idle = {
+            let mut q = self.jobs.queue.lock().unwrap();
+            q.jobs.push_back((Instant::now(), Box::new(job)));
+            q.idle
+        };
+        // With no thread waiting, the busy ones take the job when they look at the queue again
+        // (they look under the lock before they wait, and count themselves idle under it): a
+        // wake-up would be a system call for nobody, once per job while the pool keeps up.
+        if idle > 0 {
+            self.jobs.ready.notify_one();
+        }
     }
 
     fn start(&self) {
