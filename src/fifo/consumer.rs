@@ -499,7 +499,7 @@ impl<T: Object> FifoConsumer<T> {
             if self.closed {
                 return None;
             }
-            let ticket = self.shared.inbox.prepare_wait();
+            let ticket = self.shared.inbox.prepare_async_wait();
             if !self.shared.inbox.is_empty() {
                 continue;
             }

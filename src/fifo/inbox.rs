@@ -3,21 +3,27 @@
 //! lock on the producers' fast path.
 //!
 //! # Protocol
-//! Producer `push`: (1) push onto the lock-free queue; (2) `epoch += 1`; (3) if `waiters != 0`, take
-//! and release `lock`, then notify the condvar (and the async `Notify`).
+//! Producer `push`: (1) push onto the lock-free queue; (2) `epoch += 1`; (3) if `waiters` counts a
+//! blocking waiter, take and release `lock`, then notify the condvar; if it counts an async one,
+//! notify the async `Notify`.
 //!
-//! Consumer wait: (a) `waiters += 1` and `key = epoch`; (b) look at the queue again; (c) only if it
-//! is still empty, sleep until `epoch != key`; (d) `waiters -= 1`.
+//! Consumer wait: (a) `waiters += unit` (1 for an async wait, [`BLOCKING_WAITER`] for a blocking
+//! one) and `key = epoch`; (b) look at the queue again; (c) only if it is still empty, sleep until
+//! `epoch != key`; (d) `waiters -= unit`.
 //!
 //! No lost wake-up: (2),(3) and (a) are `SeqCst`, so they sit in one total order. If the consumer's
 //! read of `epoch` in (a) comes after the producer's (2), it synchronises with it, so (b) sees the
-//! pushed item. Otherwise (a)'s increment of `waiters` precedes (2), so (3) reads `waiters != 0` and
-//! notifies; the consumer checks `epoch` under `lock`, and the producer passes through `lock` before
-//! notifying, so the notification cannot fall between the consumer's check and its sleep.
+//! pushed item. Otherwise (a)'s increment of `waiters` precedes (2), so (3) reads the consumer's
+//! unit and notifies its kind of wait. A blocking consumer checks `epoch` under `lock`, and the
+//! producer passes through `lock` before notifying, so the notification cannot fall between the
+//! consumer's check and its sleep. An async consumer registers with the `Notify` before it checks
+//! `epoch`, and a `notify_one` that finds nobody registered leaves a permit: no lock needed.
 //!
 //! The fast path of `push` is a lock-free queue push, one `fetch_add` and one load. `lock` is taken
-//! by a producer only while the consumer is asleep, and the consumer holds it only to check `epoch`
-//! and go to sleep (a few instructions), never while it processes anything.
+//! by a producer only while a blocking consumer is asleep, and the consumer holds it only to check
+//! `epoch` and go to sleep (a few instructions), never while it processes anything. Waking an
+//! async consumer (the informer's processor task) costs no lock and no system call: std's condvar
+//! makes one on every notify, waiter or not, once per event when the consumer keeps up.
 //!
 //! # Room (back-pressure)
 //! `queued` counts the weight of inputs pushed and not yet popped, and `queued_bytes` their bytes
@@ -87,8 +93,8 @@ impl<E> Inbox<E> {
     }
 
     /// Pushes an input of `weight` units and `bytes` bytes and wakes a sleeping consumer. Never
-    /// blocks unless the consumer is asleep, and then only for the consumer's few-instruction
-    /// critical section.
+    /// blocks unless a blocking consumer is asleep, and then only for the consumer's
+    /// few-instruction critical section.
     pub(crate) fn push(&self, input: E, weight: usize, bytes: usize) {
         // Relaxed: only `wait_for_room` reads them, as bounds that may be overshot (module docs).
         self.queued
@@ -106,11 +112,14 @@ impl<E> Inbox<E> {
         self.epoch.fetch_add(1, SeqCst);
         // SeqCst, step (3): if this load came before the consumer's increment in the total order, then
         // so did our increment of `epoch`, and the consumer's (a) will see it (module docs).
-        if self.waiters.load(SeqCst) != 0 {
+        let waiters = self.waiters.load(SeqCst);
+        if waiters >= BLOCKING_WAITER {
             // Passing through the lock orders us after a consumer that checked `epoch` and is about to
             // sleep: it is now asleep on `cond` (the wait released the lock) or has not checked yet.
             drop(self.lock.lock().unwrap_or_else(|e| e.into_inner()));
             self.cond.notify_all();
+        }
+        if !waiters.is_multiple_of(BLOCKING_WAITER) {
             self.notify.notify_one();
         }
     }
@@ -196,26 +205,49 @@ impl<E> Inbox<E> {
         self.epoch.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Step (a): registers the consumer as a waiter. Check the queue again, then call
-    /// [`WaitTicket::wait`] (or drop the ticket if something arrived).
+    /// Step (a) of a blocking wait: registers the consumer as a waiter. Check the queue again,
+    /// then call [`WaitTicket::wait`] (or drop the ticket if something arrived).
     pub(crate) fn prepare_wait(&self) -> WaitTicket<'_, E> {
+        self.register(BLOCKING_WAITER)
+    }
+
+    /// Step (a) of an async wait: as [`prepare_wait`](Self::prepare_wait), then call
+    /// [`WaitTicket::wait_async`].
+    pub(crate) fn prepare_async_wait(&self) -> WaitTicket<'_, E> {
+        self.register(ASYNC_WAITER)
+    }
+
+    fn register(&self, unit: usize) -> WaitTicket<'_, E> {
         // SeqCst: step (a), see module docs.
-        self.waiters.fetch_add(1, SeqCst);
+        self.waiters.fetch_add(unit, SeqCst);
         // SeqCst: step (a); reading a producer's increment synchronises with it (module docs).
         let key = self.epoch.load(SeqCst);
-        WaitTicket { inbox: self, key }
+        WaitTicket {
+            inbox: self,
+            key,
+            unit,
+        }
     }
 }
+
+/// What an async wait adds to `waiters`.
+const ASYNC_WAITER: usize = 1;
+/// What a blocking wait adds to `waiters`: above any count of async waits (there is one consumer,
+/// so at most one wait of either kind).
+const BLOCKING_WAITER: usize = 1 << 16;
 
 /// A registered waiter; dropping it (also when an async wait is cancelled) unregisters it.
 pub(crate) struct WaitTicket<'a, E> {
     inbox: &'a Inbox<E>,
     key: usize,
+    /// [`ASYNC_WAITER`] or [`BLOCKING_WAITER`].
+    unit: usize,
 }
 
 impl<E> WaitTicket<'_, E> {
     /// Step (c), blocking: sleeps until a push after the ticket was taken.
     pub(crate) fn wait(self) {
+        debug_assert_eq!(self.unit, BLOCKING_WAITER);
         let inbox = self.inbox;
         let mut guard = inbox.lock.lock().unwrap_or_else(|e| e.into_inner());
         // SeqCst: only needs to see a push whose producer passed through `lock` after us (ordered by
@@ -228,6 +260,7 @@ impl<E> WaitTicket<'_, E> {
     /// Step (c), async: resolves after a push after the ticket was taken (or spuriously, so callers
     /// loop). Cancel-safe: dropping the future drops the ticket.
     pub(crate) async fn wait_async(self) {
+        debug_assert_eq!(self.unit, ASYNC_WAITER);
         let notified = self.inbox.notify.notified();
         let mut notified = std::pin::pin!(notified);
         // Registered before the check below: a `notify_one` after it wakes us, and one before it
@@ -243,6 +276,6 @@ impl<E> WaitTicket<'_, E> {
 impl<E> Drop for WaitTicket<'_, E> {
     fn drop(&mut self) {
         // SeqCst, step (d): once producers see 0 they skip the lock; we are done sleeping.
-        self.inbox.waiters.fetch_sub(1, SeqCst);
+        self.inbox.waiters.fetch_sub(self.unit, SeqCst);
     }
 }
