@@ -275,7 +275,8 @@ impl<E> WaitTicket<'_, E> {
 
 impl<E> Drop for WaitTicket<'_, E> {
     fn drop(&mut self) {
-        // SeqCst, step (d): once producers see 0 they skip the lock; we are done sleeping.
+        // SeqCst, step (d): once producers no longer see our unit they skip our kind of wake-up;
+        // we are done sleeping.
         self.inbox.waiters.fetch_sub(self.unit, SeqCst);
     }
 }
