@@ -9,7 +9,7 @@ use loom::sync::atomic::Ordering;
 use std::sync::atomic::Ordering;
 
 use super::delta::{DeletedObject, Delta};
-use super::pending::{Change, Held, Pending};
+use super::pending::{Change, Pending};
 use super::{Input, Shared};
 use crate::error::Error;
 use crate::model::Object;
@@ -259,18 +259,8 @@ impl<T: Object> FifoConsumer<T> {
                 }
                 Input::BeginRelist => self.pending.begin_relist(),
                 Input::Page(items, _) => {
-                    // The first list: see "The first list's objects decoded as drained".
-                    let first_list = !self.pending.first_list_done;
-                    if first_list {
-                        // The page left the inbox: the producer need not wait for its decode.
-                        self.shared.inbox.room_made();
-                    }
                     for mut obj in items {
                         bytes += obj.raw_bytes();
-                        if first_list && self.decode_listed(&mut obj) {
-                            // Taken in raw all the same (`FifoMetrics::raw_received`).
-                            self.pending.counters.raw_received += 1;
-                        }
                         obj.own_bytes();
                         self.pending.listed(obj, known);
                     }
@@ -364,20 +354,6 @@ impl<T: Object> FifoConsumer<T> {
             initial,
             caught_up,
         })
-    }
-
-    /// Decodes a raw object of the first list in place; true if it did. One that does not decode
-    /// stays raw, and its pop decodes it again and reports the error as for any other raw object.
-    fn decode_listed(&self, obj: &mut Held<T>) -> bool {
-        if let Held::Raw(raw) = obj
-            && let Ok(decoded) = self.shared.decode(raw)
-        {
-            *obj = Held::Decoded(decoded);
-            // Relaxed: a counter, single writer.
-            self.shared.decoded.fetch_add(1, Ordering::Relaxed);
-            return true;
-        }
-        false
     }
 
     /// The delta handed out for `change`, decoding (and transforming) a raw object; `None` if it is

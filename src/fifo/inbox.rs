@@ -64,7 +64,8 @@ pub(crate) struct Inbox<E> {
     queue: Queue<E>,
     /// Incremented after every push; the consumer sleeps until it changes.
     epoch: AtomicUsize,
-    /// How many consumers are between "prepare to wait" and "done waiting" (0 or 1).
+    /// The unit of the consumer's wait between "prepare to wait" and "done waiting": 0, or
+    /// [`ASYNC_WAITER`] or [`BLOCKING_WAITER`] (one consumer, one wait at a time).
     waiters: AtomicUsize,
     lock: Mutex<()>,
     cond: Condvar,

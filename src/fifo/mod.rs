@@ -44,8 +44,7 @@
 //! reported to the producer ([`DeltaFifo::take_decode_error`]), which must relist: until a relist
 //! ends, pops report no caught-up resourceVersion.
 //!
-//! The consumer copies each raw object's JSON as it drains it (`RawObject::own_bytes`; the
-//! first list's objects are decoded instead, see below). The
+//! The consumer copies each raw object's JSON as it drains it (`RawObject::own_bytes`). The
 //! reader hands over slices of its receive buffers, which the inbox's capacity keeps short-lived;
 //! a pending object that waits long holds an exact-size copy instead, allocated (and later freed)
 //! by the consumer's thread, so all pending JSON lives in one thread's allocator arena.
@@ -66,16 +65,6 @@
 //! and glibc's malloc gives each thread an arena of its own: when the consumer later replaces
 //! those objects, their memory goes back to the producer's arena, where the consumer's allocations
 //! never find it, so without a bound a large list would cost its size twice.
-//!
-//! # The first list's objects decoded as drained
-//! Nothing behind the first list is drained until it is out (see "First sync"), and a list names
-//! each key once, so every object of the first list is handed out: no coalescing can save its
-//! decode. The consumer therefore decodes the first list's raw objects as it takes their page in,
-//! instead of copying their JSON to decode it at their pop: a copy and an allocation less per
-//! object, and no receive buffer pinned while they wait. It wakes a producer waiting for room
-//! before it decodes the page. One that does not decode stays raw (copied), and its pop decodes
-//! it again and reports the error. Later relists keep the copy: their objects may be unchanged,
-//! replaced or deleted before they are handed out.
 //!
 //! # Back-pressure
 //! [`DeltaFifo::push`] and [`DeltaFifo::relist_page`] wait while the inbox holds
