@@ -257,7 +257,7 @@ impl<T: Object> FifoConsumer<T> {
                     self.newest_rv = rv;
                     self.bookmark_unreported = true;
                 }
-                Input::BeginRelist => self.pending.begin_relist(),
+                Input::BeginRelist => self.pending.begin_relist(known),
                 Input::Page(items, _) => {
                     for mut obj in items {
                         bytes += obj.raw_bytes();

@@ -145,7 +145,9 @@ impl<T: Object> Delta<T> {
 }
 
 /// What the fifo needs to know about the store: the consumer compares against it and lists its keys
-/// at the end of a relist. Implemented by [`Store`](crate::store::Store).
+/// at the end of a relist. Implemented by [`Store`](crate::store::Store). The store is expected to
+/// change only by what the fifo hands out (as an informer's does): a key written to it by other
+/// means during a relist that began with nothing stored is not tombstoned by that relist.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -172,6 +174,14 @@ pub trait KnownObjects<T>: Send + Sync {
     }
     /// Calls `f` with every stored key.
     fn for_each_key(&self, f: &mut dyn FnMut(&str));
+    /// Whether nothing is stored: a relist that begins from nothing has no deletions to infer at
+    /// its end, and keeps no set of the keys it listed. The default asks
+    /// [`for_each_key`](Self::for_each_key); a store that counts its objects can answer at once.
+    fn is_empty(&self) -> bool {
+        let mut empty = true;
+        self.for_each_key(&mut |_| empty = false);
+        empty
+    }
 }
 
 /// A watch event whose object is still JSON, for [`DeltaFifo::push`](super::DeltaFifo::push):

@@ -228,8 +228,8 @@ pub(super) struct Counters {
 
 pub(super) struct Pending<T> {
     map: KeyedQueue<Entry<T>>,
-    /// Keys listed so far by the running relist, if one is running.
-    relist: Option<HashSet<Arc<str>, KeyHasher>>,
+    /// The running relist's listed keys, if a relist is running.
+    relist: Option<ListedKeys>,
     pub(super) first_list_done: bool,
     pub(super) initial_outstanding: usize,
     pub(super) counters: Counters,
@@ -239,6 +239,18 @@ pub(super) struct Pending<T> {
     raw_bytes: usize,
     /// Scratch space for computing keys without allocating.
     key_buf: String,
+}
+
+/// What a running relist knows of the keys it listed: as much as its end needs to find the keys
+/// that were not listed.
+enum ListedKeys {
+    /// The relist began with nothing stored and nothing pending, and no watch event has come in
+    /// since: every key stored or pending now was listed, so the end has no key to tombstone and
+    /// no set is kept. The first list's usual case; for 10,000 Endpoints the set and the end's
+    /// scan of it took ~1.5 ms, on the consumer, after the list's last page (where a sync waits).
+    All,
+    /// Every key listed so far.
+    Set(HashSet<Arc<str>, KeyHasher>),
 }
 
 /// `a` and `b` are the same version. Empty versions are unknown and never equal.
@@ -320,6 +332,7 @@ impl<T: Object> Pending<T> {
 
     /// A watch event: drops it if stale, else coalesces it (docs/informer-design.md §4).
     pub(super) fn event(&mut self, change: Change<T>, known: &dyn KnownObjects<T>) {
+        self.track_listed_keys(known);
         self.counters.received += 1;
         self.counters.events += 1;
         self.counters.raw_received += change.held().raw();
@@ -409,8 +422,31 @@ impl<T: Object> Pending<T> {
     }
 
     /// Starts a relist (restarting one that was abandoned mid-way).
-    pub(super) fn begin_relist(&mut self) {
-        self.relist = Some(HashSet::with_hasher(self.map.hasher()));
+    pub(super) fn begin_relist(&mut self, known: &dyn KnownObjects<T>) {
+        self.relist = Some(if self.map.is_empty() && known.is_empty() {
+            ListedKeys::All
+        } else {
+            ListedKeys::Set(HashSet::with_hasher(self.map.hasher()))
+        });
+    }
+
+    /// A watch event comes in during a relist that began from nothing: from here on the keys
+    /// listed are no longer all the keys there are, so the set is built from what is stored and
+    /// pending, all of it listed so far (see [`ListedKeys::All`]).
+    fn track_listed_keys(&mut self, known: &dyn KnownObjects<T>) {
+        if !matches!(self.relist, Some(ListedKeys::All)) {
+            return;
+        }
+        let mut set = HashSet::with_hasher(self.map.hasher());
+        for (key, _) in self.map.iter() {
+            set.insert(key.clone());
+        }
+        known.for_each_key(&mut |k| {
+            if !set.contains(k) {
+                set.insert(Arc::from(k));
+            }
+        });
+        self.relist = Some(ListedKeys::Set(set));
     }
 
     /// One listed object of the running relist.
@@ -424,9 +460,17 @@ impl<T: Object> Pending<T> {
             self.key_buf = key;
             k
         };
-        self.relist
-            .get_or_insert_with(|| HashSet::with_hasher(self.map.hasher()))
-            .insert(key.clone());
+        match &mut self.relist {
+            Some(ListedKeys::All) => {}
+            Some(ListedKeys::Set(set)) => {
+                set.insert(key.clone());
+            }
+            None => {
+                let mut set = HashSet::with_hasher(self.map.hasher());
+                set.insert(key.clone());
+                self.relist = Some(ListedKeys::Set(set));
+            }
+        }
         match self.map.get(&key) {
             None => match known.get_by_key(&key) {
                 // Unchanged: nothing to do, and the store keeps its value. Older than the stored
@@ -457,10 +501,11 @@ impl<T: Object> Pending<T> {
     /// Ends the running relist: every key known to the store or pending that was not listed gets a
     /// `Deleted(Tombstone)`. Returns whether this completed the first list.
     pub(super) fn end_relist(&mut self, known: &dyn KnownObjects<T>) -> bool {
-        let listed = self
-            .relist
-            .take()
-            .unwrap_or_else(|| HashSet::with_hasher(self.map.hasher()));
+        let listed = match self.relist.take() {
+            Some(ListedKeys::All) => return self.complete_relist(),
+            Some(ListedKeys::Set(set)) => set,
+            None => HashSet::with_hasher(self.map.hasher()),
+        };
         let mut gone: Vec<Arc<str>> = Vec::new();
         for (key, e) in self.map.iter() {
             if !listed.contains(key) && !e.last().is_deletion() {
@@ -474,7 +519,7 @@ impl<T: Object> Pending<T> {
             }
         });
         // Keep `relist` set while coalescing so the tombstoned entries count as initial.
-        self.relist = Some(listed);
+        self.relist = Some(ListedKeys::Set(listed));
         for key in gone {
             // The pending entry's newest state becomes the tombstone's last known state.
             let Some(entry) = self.map.get(&key) else {
@@ -499,6 +544,11 @@ impl<T: Object> Pending<T> {
             self.coalesce(&key, tomb, known);
             self.mark_initial(&key);
         }
+        self.complete_relist()
+    }
+
+    /// No relist runs any more; true if this completed the first list.
+    fn complete_relist(&mut self) -> bool {
         self.relist = None;
         let first = !self.first_list_done;
         self.first_list_done = true;

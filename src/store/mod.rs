@@ -656,6 +656,10 @@ impl<T: Object> KnownObjects<T> for Store<T> {
             .is_some_and(|(_, o)| o.meta().resource_version == rv)
     }
 
+    fn is_empty(&self) -> bool {
+        Store::is_empty(self)
+    }
+
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         for s in self.shards.iter() {
             for (k, _) in s.0.read().table().iter() {

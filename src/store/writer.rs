@@ -150,4 +150,8 @@ impl<T: Object> KnownObjects<T> for Writer<T> {
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         self.store.for_each_key(f)
     }
+
+    fn is_empty(&self) -> bool {
+        self.store.is_empty()
+    }
 }

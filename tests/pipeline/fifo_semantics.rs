@@ -293,6 +293,43 @@ fn relist_pages_interleaved_with_pops() {
 }
 
 #[test]
+fn a_relist_from_nothing_tombstones_what_an_event_brought_in() {
+    // Begun with nothing stored or pending, a relist keeps no set of listed keys until a watch
+    // event comes in; from then on it must still find the keys that were not listed.
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("a", "1", "u1")]);
+    fifo.push_now(added("x", "5"));
+    assert_eq!(drain(&store, &mut c), ["a=[A:1]", "x=[A:5]"]);
+    fifo.relist_page_now(vec![pod("b", "1", "u1")]);
+    fifo.push_now(added("y", "6"));
+    fifo.end_relist();
+    // `y` was added and tombstoned while pending: nothing to hand out.
+    assert_eq!(drain(&store, &mut c), ["b=[A:1]", "x=[T:5]"]);
+    assert_eq!(store.len(), 2);
+    assert!(fifo.has_synced());
+}
+
+#[test]
+fn a_relist_from_nothing_infers_no_deletion() {
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
+    assert_eq!(drain(&store, &mut c), ["a=[A:1]", "b=[A:1]"]);
+    fifo.relist_page_now(vec![pod("c", "1", "u1")]);
+    fifo.end_relist();
+    assert_eq!(drain(&store, &mut c), ["c=[A:1]"]);
+    assert_eq!(store.len(), 3);
+    // The next relist begins with objects stored: `a` and `c` were not listed again.
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("b", "1", "u1")]);
+    fifo.end_relist();
+    let mut gone = drain(&store, &mut c);
+    gone.sort(); // stored keys are tombstoned in the store's order
+    assert_eq!(gone, ["a=[T:1]", "c=[T:1]"]);
+}
+
+#[test]
 fn has_synced_after_the_first_list_is_processed() {
     let (store, fifo, mut c) = setup(&[]);
     fifo.begin_relist();
