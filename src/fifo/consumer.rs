@@ -444,12 +444,12 @@ impl<T: Object> FifoConsumer<T> {
             if self.closed {
                 return None;
             }
-            let ticket = self.shared.inbox.prepare_wait();
+            let waiter = self.shared.inbox.prepare_wait();
             // Step (b) of the inbox protocol: look again after registering.
             if !self.shared.inbox.is_empty() {
                 continue;
             }
-            ticket.wait();
+            waiter.wait();
         }
     }
 
@@ -475,11 +475,11 @@ impl<T: Object> FifoConsumer<T> {
             if self.closed {
                 return None;
             }
-            let ticket = self.shared.inbox.prepare_async_wait();
+            let waiter = self.shared.inbox.prepare_async_wait();
             if !self.shared.inbox.is_empty() {
                 continue;
             }
-            ticket.wait_async().await;
+            waiter.wait().await;
         }
     }
 }

@@ -207,23 +207,23 @@ impl<E> Inbox<E> {
     }
 
     /// Step (a) of a blocking wait: registers the consumer as a waiter. Check the queue again,
-    /// then call [`WaitTicket::wait`] (or drop the ticket if something arrived).
-    pub(crate) fn prepare_wait(&self) -> WaitTicket<'_, E> {
-        self.register(BLOCKING_WAITER)
+    /// then call [`BlockingWait::wait`] (or drop it if something arrived).
+    pub(crate) fn prepare_wait(&self) -> BlockingWait<'_, E> {
+        BlockingWait(self.register(BLOCKING_WAITER))
     }
 
-    /// Step (a) of an async wait: as [`prepare_wait`](Self::prepare_wait), then call
-    /// [`WaitTicket::wait_async`].
-    pub(crate) fn prepare_async_wait(&self) -> WaitTicket<'_, E> {
-        self.register(ASYNC_WAITER)
+    /// Step (a) of an async wait: as [`prepare_wait`](Self::prepare_wait), then await
+    /// [`AsyncWait::wait`].
+    pub(crate) fn prepare_async_wait(&self) -> AsyncWait<'_, E> {
+        AsyncWait(self.register(ASYNC_WAITER))
     }
 
-    fn register(&self, unit: usize) -> WaitTicket<'_, E> {
+    fn register(&self, unit: usize) -> Registration<'_, E> {
         // SeqCst: step (a), see module docs.
         self.waiters.fetch_add(unit, SeqCst);
         // SeqCst: step (a); reading a producer's increment synchronises with it (module docs).
         let key = self.epoch.load(SeqCst);
-        WaitTicket {
+        Registration {
             inbox: self,
             key,
             unit,
@@ -237,47 +237,60 @@ const ASYNC_WAITER: usize = 1;
 /// so at most one wait of either kind).
 const BLOCKING_WAITER: usize = 1 << 16;
 
-/// A registered waiter; dropping it (also when an async wait is cancelled) unregisters it.
-pub(crate) struct WaitTicket<'a, E> {
+/// A waiter counted in `waiters` since the push count `key`; dropping it (also when an async wait
+/// is cancelled) unregisters it.
+struct Registration<'a, E> {
     inbox: &'a Inbox<E>,
     key: usize,
-    /// [`ASYNC_WAITER`] or [`BLOCKING_WAITER`].
+    /// [`ASYNC_WAITER`] or [`BLOCKING_WAITER`]: which wake-up producers owe it.
     unit: usize,
 }
 
-impl<E> WaitTicket<'_, E> {
-    /// Step (c), blocking: sleeps until a push after the ticket was taken.
-    pub(crate) fn wait(self) {
-        debug_assert_eq!(self.unit, BLOCKING_WAITER);
-        let inbox = self.inbox;
-        let mut guard = inbox.lock.lock().unwrap_or_else(|e| e.into_inner());
+impl<E> Registration<'_, E> {
+    /// Whether a push completed since the registration.
+    fn pushed_since(&self) -> bool {
         // SeqCst: only needs to see a push whose producer passed through `lock` after us (ordered by
         // the lock) or one that happened before; SeqCst keeps the reasoning to one total order.
-        while inbox.epoch.load(SeqCst) == self.key {
-            guard = inbox.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
-        }
-    }
-
-    /// Step (c), async: resolves after a push after the ticket was taken (or spuriously, so callers
-    /// loop). Cancel-safe: dropping the future drops the ticket.
-    pub(crate) async fn wait_async(self) {
-        debug_assert_eq!(self.unit, ASYNC_WAITER);
-        let notified = self.inbox.notify.notified();
-        let mut notified = std::pin::pin!(notified);
-        // Registered before the check below: a `notify_one` after it wakes us, and one before it
-        // left a permit that makes the future ready at once.
-        notified.as_mut().enable();
-        // SeqCst: as in `wait`.
-        if self.inbox.epoch.load(SeqCst) == self.key {
-            notified.await;
-        }
+        self.inbox.epoch.load(SeqCst) != self.key
     }
 }
 
-impl<E> Drop for WaitTicket<'_, E> {
+impl<E> Drop for Registration<'_, E> {
     fn drop(&mut self) {
         // SeqCst, step (d): once producers no longer see our unit they skip our kind of wake-up;
         // we are done sleeping.
         self.inbox.waiters.fetch_sub(self.unit, SeqCst);
+    }
+}
+
+/// A registered blocking waiter: producers wake it through the lock and the condition variable.
+pub(crate) struct BlockingWait<'a, E>(Registration<'a, E>);
+
+impl<E> BlockingWait<'_, E> {
+    /// Step (c), blocking: sleeps until a push after the registration.
+    pub(crate) fn wait(self) {
+        let inbox = self.0.inbox;
+        let mut guard = inbox.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !self.0.pushed_since() {
+            guard = inbox.cond.wait(guard).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A registered async waiter: producers wake it through the `Notify`.
+pub(crate) struct AsyncWait<'a, E>(Registration<'a, E>);
+
+impl<E> AsyncWait<'_, E> {
+    /// Step (c), async: resolves after a push after the registration (or spuriously, so callers
+    /// loop). Cancel-safe: dropping the future drops the registration.
+    pub(crate) async fn wait(self) {
+        let notified = self.0.inbox.notify.notified();
+        let mut notified = std::pin::pin!(notified);
+        // Registered before the check below: a `notify_one` after it wakes us, and one before it
+        // left a permit that makes the future ready at once.
+        notified.as_mut().enable();
+        if !self.0.pushed_since() {
+            notified.await;
+        }
     }
 }
