@@ -146,8 +146,9 @@ impl<T: Object> Delta<T> {
 
 /// What the fifo needs to know about the store: the consumer compares against it and lists its keys
 /// at the end of a relist. Implemented by [`Store`](crate::store::Store). The store is expected to
-/// change only by what the fifo hands out (as an informer's does): a key written to it by other
-/// means during a relist that began with nothing stored is not tombstoned by that relist.
+/// change only by the popped deltas, each applied before its [`Popped`](super::Popped) is dropped
+/// (as an informer does): a key written to it otherwise during a relist that began with nothing
+/// stored is not tombstoned by that relist.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -264,6 +264,7 @@ impl<E> Drop for Registration<'_, E> {
 }
 
 /// A registered blocking waiter: producers wake it through the lock and the condition variable.
+#[must_use = "dropping it unregisters the waiter"]
 pub(crate) struct BlockingWait<'a, E>(Registration<'a, E>);
 
 impl<E> BlockingWait<'_, E> {
@@ -278,6 +279,7 @@ impl<E> BlockingWait<'_, E> {
 }
 
 /// A registered async waiter: producers wake it through the `Notify`.
+#[must_use = "dropping it unregisters the waiter"]
 pub(crate) struct AsyncWait<'a, E>(Registration<'a, E>);
 
 impl<E> AsyncWait<'_, E> {

@@ -311,6 +311,38 @@ fn a_relist_from_nothing_tombstones_what_an_event_brought_in() {
 }
 
 #[test]
+fn a_relist_from_nothing_keeps_what_was_listed_and_applied_before_an_event() {
+    // The event comes when the listed `a` is stored and nothing is pending: the set of listed
+    // keys must be built from the store too.
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("a", "1", "u1")]);
+    assert_eq!(drain(&store, &mut c), ["a=[A:1]"]);
+    fifo.push_now(added("x", "5"));
+    fifo.relist_page_now(vec![pod("b", "1", "u1")]);
+    fifo.end_relist();
+    // `x` was added and tombstoned while pending; `a` stays.
+    assert_eq!(drain(&store, &mut c), ["b=[A:1]"]);
+    assert_eq!(store.len(), 2);
+    assert!(fifo.has_synced());
+}
+
+#[test]
+fn a_relist_begun_again_after_pops_tombstones_what_it_does_not_list() {
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("a", "1", "u1"), pod("b", "1", "u1")]);
+    assert_eq!(drain(&store, &mut c), ["a=[A:1]", "b=[A:1]"]);
+    // Abandoned and begun again: now something is stored.
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("b", "1", "u1")]);
+    fifo.end_relist();
+    assert_eq!(drain(&store, &mut c), ["a=[T:1]"]);
+    assert_eq!(store.len(), 1);
+    assert!(fifo.has_synced());
+}
+
+#[test]
 fn a_relist_from_nothing_infers_no_deletion() {
     let (store, fifo, mut c) = setup(&[]);
     fifo.begin_relist();
