@@ -460,16 +460,11 @@ impl<T: Object> Pending<T> {
             self.key_buf = key;
             k
         };
-        match &mut self.relist {
-            Some(ListedKeys::All) => {}
-            Some(ListedKeys::Set(set)) => {
-                set.insert(key.clone());
-            }
-            None => {
-                let mut set = HashSet::with_hasher(self.map.hasher());
-                set.insert(key.clone());
-                self.relist = Some(ListedKeys::Set(set));
-            }
+        let listed = self
+            .relist
+            .get_or_insert_with(|| ListedKeys::Set(HashSet::with_hasher(self.map.hasher())));
+        if let ListedKeys::Set(set) = listed {
+            set.insert(key.clone());
         }
         match self.map.get(&key) {
             None => match known.get_by_key(&key) {
