@@ -8,6 +8,7 @@
 use std::fmt;
 
 use crate::Status;
+use crate::model::StatusReason;
 
 /// Result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -88,6 +89,11 @@ pub enum Error {
     /// A namespace or object name that the apiserver would refuse, or that could reach another
     /// path than the one meant (`../secrets`, `a/b`, `%2e%2e`); the request was not sent.
     InvalidName(String),
+    /// A request the client refuses to send because the apiserver could only refuse it: a
+    /// server-side apply without a field manager, `force` on a patch that is not an apply, a
+    /// write addressed to one object through an all-namespaces [`Api`](crate::Api) of a
+    /// namespaced resource. Nothing was sent.
+    InvalidRequest(String),
     /// No resource type the server serves answers to that name, or the one that does cannot be
     /// listed and watched ([`Client::resolve_resource`](crate::Client::resolve_resource)).
     UnknownResource(String),
@@ -138,6 +144,48 @@ impl Error {
             Error::Api(s) | Error::Expired(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// What the server's answer means, when it answered with a `Status` (or a bare HTTP error
+    /// code): [`StatusReason::Conflict`] for a stale resourceVersion, [`StatusReason::Invalid`]
+    /// with its [`causes`](Status::causes), ... `None` for failures that never reached the
+    /// server or got no answer (transport, timeout, decode).
+    ///
+    /// ```
+    /// use informer::{Error, Status};
+    /// use informer::model::StatusReason;
+    /// let e = Error::from_status(Status { code: 409, reason: "AlreadyExists".into(), ..Default::default() });
+    /// assert_eq!(e.reason(), Some(StatusReason::AlreadyExists));
+    /// assert!(e.is_already_exists() && !e.is_conflict());
+    /// ```
+    pub fn reason(&self) -> Option<StatusReason> {
+        match self {
+            Error::Api(s) | Error::Expired(s) => Some(s.reason()),
+            Error::Http { code, .. } => Some(
+                Status {
+                    code: *code,
+                    ..Default::default()
+                }
+                .reason(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// True for 404 NotFound: the object (or its resource type) does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.reason() == Some(StatusReason::NotFound)
+    }
+
+    /// True for a 409 Conflict: a stale resourceVersion or uid precondition, or a server-side
+    /// apply that conflicts with another field manager. Read again and retry the write.
+    pub fn is_conflict(&self) -> bool {
+        self.reason() == Some(StatusReason::Conflict)
+    }
+
+    /// True for a 409 AlreadyExists: a create whose name is taken.
+    pub fn is_already_exists(&self) -> bool {
+        self.reason() == Some(StatusReason::AlreadyExists)
     }
 
     /// The HTTP status code the server answered with, if any.
@@ -254,6 +302,7 @@ impl fmt::Display for Error {
             }
             Error::Config(m) => write!(f, "configuration error: {m}"),
             Error::InvalidName(m) => write!(f, "invalid name: {m}"),
+            Error::InvalidRequest(m) => write!(f, "invalid request (not sent): {m}"),
             Error::UnknownResource(m) => write!(f, "{m}"),
         }
     }

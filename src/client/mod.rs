@@ -1,5 +1,5 @@
 //! The apiserver client: HTTP/1.1 and HTTP/2 over TLS (hyper + rustls), authentication, GET, paged
-//! LIST and WATCH.
+//! LIST, WATCH and writes.
 //!
 //! [`Client`] owns the connection pool and the credentials; [`Api`] is a typed view of one resource in
 //! one namespace (or all), the way kube-rs users expect:
@@ -19,6 +19,23 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Writes (create, replace, patch in the four types, delete, the `status` and `scale`
+//! subresources) take kube-rs's parameters ([`PostParams`], [`PatchParams`] with [`Patch`],
+//! [`DeleteParams`]) and return the object as stored, with its new resourceVersion; a failure
+//! the server explains is an [`Error::Api`] whose [`reason`](Error::reason) says what happened
+//! (a stale resourceVersion is [`Conflict`](crate::model::StatusReason::Conflict)):
+//!
+//! ```no_run
+//! # async fn demo(client: informer::Client) -> informer::Result<()> {
+//! use informer::{Api, ConfigMap};
+//! use informer::client::{Patch, PatchParams};
+//! let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+//! let patch = serde_json::json!({"metadata": {"labels": {"tier": "gold"}}});
+//! let cm = cms.patch("settings", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+//! println!("now at resourceVersion {}", cm.metadata.resource_version);
+//! # Ok(()) }
+//! ```
+//!
 //! Watch requests never ask for compression (client-go X16: a compressed watch is a concatenation of
 //! gzip members), so their bodies are decoded as they arrive.
 
@@ -27,6 +44,7 @@ mod pool;
 mod proxy;
 mod resources;
 mod tls;
+mod write;
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -43,6 +61,10 @@ pub use params::{
     ListParams, VersionMatch, WatchParams, encode_path_segment, validate_name, validate_namespace,
 };
 pub use pool::{Http2ConnectionStats, PoolStats, ResponseBody};
+pub use write::{
+    DeleteOutcome, DeleteParams, FieldValidation, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
+};
 
 use crate::config::{Auth, Config, redact_url};
 use crate::error::{Error, Result, excerpt};
@@ -223,6 +245,7 @@ impl Client {
         let open_timeout = self.inner.config.open_timeout;
         loop {
             let req = self.build(&method, path_and_query, body.clone()).await?;
+            let started = std::time::Instant::now();
             let resp = tokio::time::timeout(open_timeout, self.inner.pool.send(req))
                 .await
                 .map_err(|_| {
@@ -230,9 +253,24 @@ impl Client {
                         "{method} {path_and_query}: no response within {open_timeout:?} \
                          (the connection is given up)"
                     ))
-                })?
-                .map_err(|e| classify_transport(&method, path_and_query, e))?;
+                })
+                .and_then(|r| r.map_err(|e| classify_transport(&method, path_and_query, e)));
+            let resp = match resp {
+                Ok(resp) => resp,
+                Err(e) => {
+                    tracing::debug!(%method, path = path_and_query, error = %e, "request failed");
+                    return Err(e);
+                }
+            };
             let status = resp.status();
+            // The time to the response's head: a watch's or a list's body comes after.
+            tracing::debug!(
+                %method,
+                path = path_and_query,
+                status = status.as_u16(),
+                latency_ms = started.elapsed().as_secs_f64() * 1e3,
+                "request"
+            );
             if status.is_success() {
                 return Ok(resp);
             }

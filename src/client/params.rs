@@ -204,10 +204,10 @@ fn form_encode(s: &str, out: &mut String) {
 
 /// Keys must be pushed in sorted order (as Go's `url.Values.Encode` writes them).
 #[derive(Default)]
-struct Query(String);
+pub(super) struct Query(String);
 
 impl Query {
-    fn push(&mut self, key: &str, value: Option<&str>) {
+    pub(super) fn push(&mut self, key: &str, value: Option<&str>) {
         if let Some(v) = value.filter(|v| !v.is_empty()) {
             if !self.0.is_empty() {
                 self.0.push('&');
@@ -217,12 +217,12 @@ impl Query {
             form_encode(v, &mut self.0);
         }
     }
-    fn push_num(&mut self, key: &str, value: Option<u32>) {
+    pub(super) fn push_num(&mut self, key: &str, value: Option<u32>) {
         if let Some(v) = value {
             self.push(key, Some(&v.to_string()));
         }
     }
-    fn finish(self) -> String {
+    pub(super) fn finish(self) -> String {
         self.0
     }
 }

@@ -1,5 +1,5 @@
-//! The `coordination.k8s.io/v1` Lease as the elector reads and writes it: GET, create (POST) and
-//! update (PUT) with the resourceVersion it read, on the library's own [`Client`].
+//! The `coordination.k8s.io/v1` Lease as the elector reads and writes it: get, create and
+//! replace with the resourceVersion it read, through an [`Api`] of the library's own [`Client`].
 //!
 //! Invariant: every update carries the `metadata.resourceVersion` of the object it was built from,
 //! so a write racing another is answered `409 Conflict` and never overwrites it. An update starts
@@ -9,14 +9,13 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
-use hyper::Method;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::client::{Client, encode_path_segment};
+use crate::client::{Api, Client, PostParams};
 use crate::error::{Error, Result};
 use crate::model::time::{format_rfc3339, parse_rfc3339};
+use crate::model::{ApiResource, DynamicObject};
 
 /// `spec` of a Lease, as client-go's `LeaseSpec` (the fields leader election uses).
 ///
@@ -60,7 +59,7 @@ impl LeaseSpec {
 #[derive(Clone, Debug)]
 pub struct StoredLease {
     /// The object as the server returned it.
-    pub object: Value,
+    pub object: DynamicObject,
     /// Its `spec`, decoded.
     pub spec: LeaseSpec,
     /// Its `metadata.resourceVersion`, the precondition of the next update.
@@ -68,17 +67,13 @@ pub struct StoredLease {
 }
 
 impl StoredLease {
-    fn from_value(object: Value) -> Result<StoredLease> {
-        let spec = match object.get("spec") {
+    fn from_object(object: DynamicObject) -> Result<StoredLease> {
+        let spec = match object.data.get("spec") {
             Some(spec) => serde_json::from_value(spec.clone())
                 .map_err(|e| Error::Protocol(format!("a Lease whose spec does not decode: {e}")))?,
             None => LeaseSpec::default(),
         };
-        let resource_version = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let resource_version = object.metadata.resource_version.to_string();
         Ok(StoredLease {
             object,
             spec,
@@ -96,11 +91,17 @@ impl StoredLease {
     /// ```
     pub fn labels(&self) -> BTreeMap<String, String> {
         self.object
-            .pointer("/metadata/labels")
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
-            .unwrap_or_default()
+            .metadata
+            .labels
+            .iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
     }
 }
+
+/// Where Leases live in the API.
+const LEASES: ApiResource =
+    ApiResource::from_static("coordination.k8s.io", "v1", "Lease", "leases", true);
 
 /// One Lease on one apiserver: `namespace/name`.
 ///
@@ -115,7 +116,7 @@ impl StoredLease {
 /// ```
 #[derive(Clone, Debug)]
 pub struct LeaseLock {
-    client: Client,
+    api: Api<DynamicObject>,
     namespace: String,
     name: String,
 }
@@ -130,7 +131,7 @@ impl LeaseLock {
     /// ```
     pub fn new(client: Client, namespace: &str, name: &str) -> LeaseLock {
         LeaseLock {
-            client,
+            api: Api::namespaced_with(client, namespace, LEASES),
             namespace: namespace.to_string(),
             name: name.to_string(),
         }
@@ -158,17 +159,6 @@ impl LeaseLock {
         &self.name
     }
 
-    fn collection(&self) -> String {
-        format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            encode_path_segment(&self.namespace)
-        )
-    }
-
-    fn item(&self) -> String {
-        format!("{}/{}", self.collection(), encode_path_segment(&self.name))
-    }
-
     /// The Lease, or `None` if it does not exist.
     ///
     /// ```no_run
@@ -177,13 +167,9 @@ impl LeaseLock {
     /// # Ok(()) }
     /// ```
     pub async fn get(&self) -> Result<Option<StoredLease>> {
-        match self
-            .client
-            .request::<Value>(Method::GET, &self.item(), None)
-            .await
-        {
-            Ok(object) => StoredLease::from_value(object).map(Some),
-            Err(e) if e.http_code() == Some(404) => Ok(None),
+        match self.api.get(&self.name).await {
+            Ok(object) => StoredLease::from_object(object).map(Some),
+            Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -202,21 +188,15 @@ impl LeaseLock {
         spec: &LeaseSpec,
         labels: &BTreeMap<String, String>,
     ) -> Result<StoredLease> {
-        let mut metadata = json!({"name": self.name, "namespace": self.namespace});
-        if !labels.is_empty() {
-            metadata["labels"] = json!(labels);
+        let mut lease = DynamicObject::default();
+        lease.metadata.name = self.name.clone();
+        lease.metadata.namespace = self.namespace.clone();
+        for (k, v) in labels {
+            lease.metadata.labels.insert(k.clone(), v.clone());
         }
-        let body = json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": spec,
-        });
-        let object = self
-            .client
-            .request::<Value>(Method::POST, &self.collection(), Some(json_body(&body)))
-            .await?;
-        StoredLease::from_value(object)
+        lease.data.insert("spec".into(), json!(spec));
+        let object = self.api.create(&PostParams::default(), &lease).await?;
+        StoredLease::from_object(object)
     }
 
     /// Replaces `base`'s spec with `spec`, merges `labels` into its labels, and updates it with
@@ -236,31 +216,18 @@ impl LeaseLock {
         spec: &LeaseSpec,
         labels: &BTreeMap<String, String>,
     ) -> Result<StoredLease> {
-        let mut body = base.object.clone();
-        body["spec"] = json!(spec);
-        if !labels.is_empty() {
-            let metadata = &mut body["metadata"];
-            if !metadata["labels"].is_object() {
-                metadata["labels"] = json!({});
-            }
-            for (k, v) in labels {
-                metadata["labels"][k] = json!(v);
-            }
+        let mut lease = base.object.clone();
+        lease.data.insert("spec".into(), json!(spec));
+        for (k, v) in labels {
+            lease.metadata.labels.insert(k.clone(), v.clone());
         }
-        body["metadata"]["resourceVersion"] = json!(base.resource_version);
+        lease.metadata.resource_version = base.resource_version.as_str().into();
         let object = self
-            .client
-            .request::<Value>(Method::PUT, &self.item(), Some(json_body(&body)))
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
             .await?;
-        StoredLease::from_value(object)
+        StoredLease::from_object(object)
     }
-}
-
-fn json_body(value: &Value) -> (Bytes, &'static str) {
-    (
-        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
-        "application/json",
-    )
 }
 
 /// `time` as a Kubernetes `MicroTime`: RFC 3339 in UTC with exactly six fractional digits

@@ -602,3 +602,58 @@ pub struct NodeAddress {
     #[serde(default)]
     pub address: String,
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Scale
+
+/// The `autoscaling/v1` `Scale` of a scalable resource (a Deployment, a StatefulSet, a custom
+/// resource with a scale subresource): its desired and current replica counts, read and written
+/// through [`Api::get_scale`](crate::Api::get_scale) and its siblings, never listed or watched.
+///
+/// ```
+/// let s: informer::model::Scale = serde_json::from_str(
+///     r#"{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web"},
+///         "spec":{"replicas":3},"status":{"replicas":2,"selector":"app=web"}}"#,
+/// ).unwrap();
+/// assert_eq!((s.spec.replicas, s.status.replicas), (Some(3), 2));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Scale {
+    /// The scaled object's metadata (name, namespace, uid, resourceVersion).
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The desired state.
+    #[serde(default)]
+    pub spec: ScaleSpec,
+    /// The observed state.
+    #[serde(default)]
+    pub status: ScaleStatus,
+}
+
+impl Object for Scale {
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+/// `Scale.spec`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleSpec {
+    /// The desired number of replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+}
+
+/// `Scale.status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScaleStatus {
+    /// The number of replicas observed.
+    #[serde(default)]
+    pub replicas: i32,
+    /// The label selector of the replicas, in its string form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+}

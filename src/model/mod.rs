@@ -19,5 +19,5 @@ pub use kinds::*;
 pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
 pub use resource::{ApiResource, Object, Resource};
 pub use smol_str::SmolStr;
-pub use status::{Status, StatusCause, StatusDetails};
+pub use status::{Status, StatusCause, StatusDetails, StatusReason};
 pub use string_map::StringMap;

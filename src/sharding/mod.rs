@@ -65,12 +65,10 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 
-use bytes::Bytes;
-use hyper::Method;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::client::{Api, Client, encode_path_segment};
+use crate::client::{Api, Client, Patch, PatchParams};
 use crate::error::Result;
 use crate::leaderelection::{FencingToken, LeaderElectionConfig, LeaderElector};
 use crate::model::{ObjectMeta, Resource};
@@ -193,22 +191,11 @@ impl Assigner {
         } else {
             Api::all(client.clone())
         };
-        let path = format!(
-            "{}/{}",
-            api.collection_path(),
-            encode_path_segment(&meta.name)
-        );
         let patch = json!({"metadata": {
             "resourceVersion": meta.resource_version,
             "labels": {self.shard_label.clone(): Value::Null, self.drain_label.clone(): Value::Null},
         }});
-        let body = Bytes::from(serde_json::to_vec(&patch).unwrap_or_default());
-        client
-            .request::<Value>(
-                Method::PATCH,
-                &path,
-                Some((body, "application/merge-patch+json")),
-            )
+        api.patch(&meta.name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map(drop)
     }
