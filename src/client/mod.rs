@@ -649,12 +649,24 @@ impl<T> ListBody<T> {
 /// let slices: Api<EndpointSlice> = Api::all(client);
 /// assert_eq!(slices.collection_path(), "/apis/discovery.k8s.io/v1/endpointslices");
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Api<T> {
     client: Client,
     resource: ApiResource,
     namespace: Option<String>,
     _t: PhantomData<fn() -> T>,
+}
+
+// By hand: a derived `Clone` would ask `T: Clone`, and an `Api` holds no `T`.
+impl<T> Clone for Api<T> {
+    fn clone(&self) -> Self {
+        Api {
+            client: self.client.clone(),
+            resource: self.resource.clone(),
+            namespace: self.namespace.clone(),
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T: Resource> Api<T> {

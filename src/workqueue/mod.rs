@@ -81,12 +81,14 @@
 
 mod controller;
 mod delaying;
+mod finalizer;
 mod informer_controller;
 mod metrics;
 mod queue;
 mod rate_limiter;
 
 pub use controller::{Action, RunSummary, WorkerPool};
+pub use finalizer::{FinalizerError, FinalizerEvent, finalizer};
 pub use informer_controller::InformerController;
 pub use metrics::{DurationStats, WorkQueueMetrics};
 pub use queue::WorkQueue;

@@ -12,3 +12,4 @@ mod factory;
 mod lifecycle;
 mod reflector;
 mod runtime;
+mod writes;

@@ -12,6 +12,7 @@ mod differential;
 mod support;
 mod leases;
 mod many_watches;
+mod writes;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

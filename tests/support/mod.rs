@@ -17,3 +17,5 @@ pub mod raw_server;
 pub mod real_apiserver;
 /// Reply builders for scripted list/watch servers: lists, watch streams, events, `Status` bodies.
 pub mod scripted;
+/// Every write of `Api` as one scenario for any server (simulator and real apiserver alike).
+pub mod writes;

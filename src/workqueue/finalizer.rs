@@ -1,0 +1,181 @@
+//! [`finalizer`]: run a reconcile under a finalizer, so that an object's cleanup runs before the
+//! apiserver removes it, even when it was deleted while no controller ran (kube-rs's
+//! `kube::runtime::finalizer`, on this crate's [`Api`]).
+//!
+//! The life of an object under finalizer `name`, one reconcile at a time:
+//!
+//! ```text
+//! not being deleted, no `name`     -> add `name` (a patch); Done: the patch's event reconciles again
+//! not being deleted, has `name`    -> reconcile(Apply(object))
+//! being deleted, has `name`        -> reconcile(Cleanup(object)); on Ok remove `name` (a patch)
+//! being deleted, no `name`         -> nothing: the object is someone else's to finish
+//! ```
+//!
+//! Invariant: `name` is removed only after a cleanup returned `Ok`, and added only to an object not
+//! being deleted (the apiserver refuses new finalizers then). Both patches are JSON merge patches
+//! of `metadata.finalizers` carrying the resourceVersion the decision was made on, so a change
+//! made meanwhile (another finalizer added or removed by someone else) fails the patch with 409
+//! Conflict instead of being overwritten; the error goes to the error policy, and the newer
+//! version comes back through the informer.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::Action;
+use crate::client::{Api, Patch, PatchParams};
+use crate::error::Error;
+use crate::model::Object;
+
+/// What [`finalizer`] asks the reconcile to do.
+#[derive(Clone, Debug)]
+pub enum FinalizerEvent<K> {
+    /// The object is live (and holds the finalizer): make the world match it.
+    Apply(Arc<K>),
+    /// The object is being deleted: clean up what it made; on `Ok` the finalizer is removed and
+    /// the apiserver finishes the deletion. Must be safe to run again (it runs until it succeeds,
+    /// and again if the removal's patch fails).
+    Cleanup(Arc<K>),
+}
+
+/// Why [`finalizer`] failed.
+#[derive(Debug)]
+pub enum FinalizerError<E> {
+    /// The reconcile's [`Apply`](FinalizerEvent::Apply) failed.
+    Apply(E),
+    /// The reconcile's [`Cleanup`](FinalizerEvent::Cleanup) failed; the finalizer stays.
+    Cleanup(E),
+    /// Adding the finalizer failed (a 409 when the object changed meanwhile).
+    AddFinalizer(Error),
+    /// Removing the finalizer after a successful cleanup failed; the cleanup runs again.
+    RemoveFinalizer(Error),
+    /// The object has no name, or the finalizer name is empty.
+    Unnamed,
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for FinalizerError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FinalizerError::Apply(e) => write!(f, "reconcile failed: {e}"),
+            FinalizerError::Cleanup(e) => write!(f, "cleanup failed: {e}"),
+            FinalizerError::AddFinalizer(e) => write!(f, "adding the finalizer failed: {e}"),
+            FinalizerError::RemoveFinalizer(e) => {
+                write!(f, "removing the finalizer after cleanup failed: {e}")
+            }
+            FinalizerError::Unnamed => write!(f, "an object or finalizer without a name"),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for FinalizerError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FinalizerError::Apply(e) | FinalizerError::Cleanup(e) => Some(e),
+            FinalizerError::AddFinalizer(e) | FinalizerError::RemoveFinalizer(e) => Some(e),
+            FinalizerError::Unnamed => None,
+        }
+    }
+}
+
+/// Runs `reconcile` for `object` under finalizer `name` (for example `example.com/cleanup`), as
+/// the [module docs](self) describe: adds the finalizer to a live object first, hands a live
+/// object to `reconcile` as [`FinalizerEvent::Apply`] and one being deleted as
+/// [`FinalizerEvent::Cleanup`], and removes the finalizer once the cleanup succeeded.
+///
+/// `api` is the object's resource; an all-namespaces `Api` is narrowed to the object's
+/// namespace.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use informer::{Api, ConfigMap};
+/// use informer::workqueue::{Action, FinalizerError, FinalizerEvent, finalizer};
+///
+/// async fn reconcile(api: Api<ConfigMap>, cm: Arc<ConfigMap>)
+///     -> Result<Action, FinalizerError<informer::Error>>
+/// {
+///     finalizer(&api, "example.com/cleanup", cm, |event| async move {
+///         match event {
+///             FinalizerEvent::Apply(cm) => { /* create what cm asks for */ let _ = cm; }
+///             FinalizerEvent::Cleanup(cm) => { /* delete what cm made */ let _ = cm; }
+///         }
+///         Ok(Action::Done)
+///     })
+///     .await
+/// }
+/// ```
+pub async fn finalizer<K, F, Fut, E>(
+    api: &Api<K>,
+    name: &str,
+    object: Arc<K>,
+    reconcile: F,
+) -> Result<Action, FinalizerError<E>>
+where
+    K: Object,
+    F: FnOnce(FinalizerEvent<K>) -> Fut,
+    Fut: Future<Output = Result<Action, E>>,
+{
+    let meta = object.meta();
+    if name.is_empty() || meta.name.is_empty() {
+        return Err(FinalizerError::Unnamed);
+    }
+    let holds = meta.finalizers.iter().any(|f| f == name);
+    let deleting = meta.deletion_timestamp.is_some();
+    let api = if api.resource().namespaced && api.namespace().is_none() {
+        Api::namespaced_with(
+            api.client().clone(),
+            &meta.namespace,
+            api.resource().clone(),
+        )
+    } else {
+        api.clone()
+    };
+    match (deleting, holds) {
+        (false, true) => reconcile(FinalizerEvent::Apply(object))
+            .await
+            .map_err(FinalizerError::Apply),
+        (false, false) => {
+            let mut finalizers = meta.finalizers.clone();
+            finalizers.push(name.to_owned());
+            set_finalizers(&api, meta, finalizers)
+                .await
+                .map_err(FinalizerError::AddFinalizer)?;
+            // The patch's own watch event brings the object back with the finalizer.
+            Ok(Action::Done)
+        }
+        (true, true) => {
+            let finalizers: Vec<String> = meta
+                .finalizers
+                .iter()
+                .filter(|f| *f != name)
+                .cloned()
+                .collect();
+            let object_for_patch = Arc::clone(&object);
+            let action = reconcile(FinalizerEvent::Cleanup(object))
+                .await
+                .map_err(FinalizerError::Cleanup)?;
+            set_finalizers(&api, object_for_patch.meta(), finalizers)
+                .await
+                .map_err(FinalizerError::RemoveFinalizer)?;
+            Ok(action)
+        }
+        (true, false) => Ok(Action::Done),
+    }
+}
+
+/// Sets `metadata.finalizers` to `finalizers` if the object is still at `meta`'s
+/// resourceVersion (else 409 Conflict).
+async fn set_finalizers<K: Object>(
+    api: &Api<K>,
+    meta: &crate::model::ObjectMeta,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let patch = json!({"metadata": {
+        "resourceVersion": meta.resource_version,
+        // `null`, not `[]`, when none are left: a merge patch's way to remove the field.
+        "finalizers": if finalizers.is_empty() { json!(null) } else { json!(finalizers) },
+    }});
+    api.patch(&meta.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(drop)
+}

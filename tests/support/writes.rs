@@ -1,0 +1,367 @@
+//! Every write of `Api`, as one scenario that runs against any server: the simulator
+//! (`tests/informer/writes.rs`) and the real kube-apiserver (`tests/real_apiserver/writes.rs`)
+//! run the same code, so the simulator is held to the real server's answers.
+
+use informer::client::{
+    DeleteOutcome, DeleteParams, Patch, PatchParams, PostParams, Preconditions,
+};
+use informer::model::StatusReason;
+use informer::{Api, Client, ConfigMap, Error, ListParams};
+use serde_json::{Value, json};
+
+fn configmap(name: &str, data: &[(&str, &str)]) -> ConfigMap {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = name.into();
+    for (k, v) in data {
+        cm.data.insert((*k).into(), (*v).into());
+    }
+    cm
+}
+
+/// The `(manager, operation)` pairs of an object's `managedFields`.
+fn managers(cm: &ConfigMap) -> Vec<(String, String)> {
+    let Some(raw) = &cm.metadata.managed_fields else {
+        return Vec::new();
+    };
+    let entries: Vec<Value> = raw.parse().unwrap();
+    entries
+        .iter()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or("").to_owned(),
+                e["operation"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn reason(e: &Error) -> Option<StatusReason> {
+    e.reason()
+}
+
+/// Create, replace with its precondition, the four patch types, server-side apply with a
+/// conflict and `force`, dry runs, deletes with preconditions, a collection delete, and the
+/// typed error of each refusal, on a lean built-in kind (ConfigMap) in namespace `ns`.
+pub async fn lean_kind_writes(client: &Client, ns: &str) {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let post = PostParams::default();
+
+    // Create, then the same name again.
+    let created = cms
+        .create(&post, &configmap("w1", &[("a", "1")]))
+        .await
+        .unwrap();
+    assert!(!created.metadata.uid.is_empty());
+    assert!(!created.metadata.resource_version.is_empty());
+    assert_eq!(created.data.get("a"), Some("1"));
+    let e = cms.create(&post, &configmap("w1", &[])).await.unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::AlreadyExists), "{e}");
+    assert!(e.is_already_exists() && e.http_code() == Some(409), "{e}");
+    assert!(e.to_string().contains("already exists"), "{e}");
+
+    // A name the server refuses: 422 Invalid, with the field in its causes.
+    let e = cms
+        .create(&post, &configmap("Not_A_Name", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::Invalid), "{e}");
+    let causes = e.status().unwrap().causes();
+    assert!(
+        causes.iter().any(|c| c.field == "metadata.name"),
+        "{causes:?}"
+    );
+    // A name that could leave its path segment is never sent.
+    let e = cms.get("../secrets").await.unwrap_err();
+    assert!(matches!(e, Error::InvalidName(_)), "{e}");
+    let e = cms
+        .replace("a/b", &post, &configmap("a", &[]))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidName(_)), "{e}");
+
+    // A dry-run create answers the object and stores nothing.
+    let dry = cms
+        .create(
+            &PostParams::default().dry_run(),
+            &configmap("w-dry", &[("x", "y")]),
+        )
+        .await
+        .unwrap();
+    assert_eq!(dry.metadata.name, "w-dry");
+    assert!(cms.get("w-dry").await.unwrap_err().is_not_found());
+
+    // Replace with the resourceVersion read: accepted; with the stale one again: Conflict.
+    let mut next = created.clone();
+    next.data.insert("b".into(), "2".into());
+    let replaced = cms.replace("w1", &post, &next).await.unwrap();
+    assert_ne!(
+        replaced.metadata.resource_version,
+        created.metadata.resource_version
+    );
+    assert_eq!(replaced.data.get("b"), Some("2"));
+    let e = cms.replace("w1", &post, &next).await.unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::Conflict), "{e}");
+    assert!(e.is_conflict(), "{e}");
+    // A dry-run replace changes nothing.
+    let mut dry = replaced.clone();
+    dry.data.insert("dry".into(), "run".into());
+    let answered = cms
+        .replace("w1", &PostParams::default().dry_run(), &dry)
+        .await
+        .unwrap();
+    assert_eq!(answered.data.get("dry"), Some("run"));
+    let stored = cms.get("w1").await.unwrap();
+    assert_eq!(stored.data.get("dry"), None);
+    assert_eq!(
+        stored.metadata.resource_version,
+        replaced.metadata.resource_version
+    );
+
+    // The patch types. Merge: null removes a key.
+    let patched = cms
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.get("a"), None);
+    assert_eq!(patched.data.get("b"), Some("2"));
+    // JSON patch: operations, and a failed `test` refuses the whole patch.
+    let patched = cms
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Json(json!([{"op": "add", "path": "/data/c", "value": "3"}])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data.get("c"), Some("3"));
+    let e = cms
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Json(json!([
+                {"op": "test", "path": "/data/c", "value": "not 3"},
+                {"op": "remove", "path": "/data/c"},
+            ])),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.status().is_some(), "{e}");
+    assert_eq!(
+        cms.get("w1").await.unwrap().data.get("c"),
+        Some("3"),
+        "a failed test changed the object"
+    );
+    // Strategic merge on a built-in kind.
+    let patched = cms
+        .patch(
+            "w1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"metadata": {"labels": {"tier": "gold"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels.get("tier"), Some("gold"));
+    // A patch of an object that does not exist: NotFound.
+    let e = cms
+        .patch(
+            "missing",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "1"}})),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+
+    // Server-side apply: creates, records the manager, conflicts with another, yields to force.
+    let apply = |data: Value| Patch::Apply(json!({"metadata": {"name": "w2"}, "data": data}));
+    let applied = cms
+        .patch(
+            "w2",
+            &PatchParams::apply("alpha"),
+            &apply(json!({"k": "v1"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data.get("k"), Some("v1"));
+    assert!(
+        managers(&applied).contains(&("alpha".into(), "Apply".into())),
+        "{:?}",
+        managers(&applied)
+    );
+    let e = cms
+        .patch(
+            "w2",
+            &PatchParams::apply("beta"),
+            &apply(json!({"k": "v2"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::Conflict), "{e}");
+    assert!(!e.status().unwrap().causes().is_empty(), "{e:?}");
+    assert!(e.to_string().contains("alpha"), "{e}");
+    let forced = cms
+        .patch(
+            "w2",
+            &PatchParams::apply("beta").force(),
+            &apply(json!({"k": "v2"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(forced.data.get("k"), Some("v2"));
+    // A field alpha applied and applies no more is removed (alpha owns `other` alone).
+    cms.patch(
+        "w2",
+        &PatchParams::apply("alpha"),
+        &apply(json!({"other": "o"})),
+    )
+    .await
+    .unwrap();
+    let dropped = cms
+        .patch("w2", &PatchParams::apply("alpha"), &apply(json!({})))
+        .await
+        .unwrap();
+    assert_eq!(dropped.data.get("other"), None);
+    assert_eq!(dropped.data.get("k"), Some("v2"), "beta's field stays");
+    // The client refuses what the server could only refuse.
+    let e = cms
+        .patch("w2", &PatchParams::default(), &apply(json!({})))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidRequest(_)), "{e}");
+    let e = cms
+        .patch(
+            "w2",
+            &PatchParams::default().force(),
+            &Patch::Merge(json!({})),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidRequest(_)), "{e}");
+
+    // Deletes: a failed precondition deletes nothing; a dry run neither.
+    let current = cms.get("w2").await.unwrap();
+    let e = cms
+        .delete(
+            "w2",
+            &DeleteParams::default().preconditions(Preconditions::uid("not-its-uid")),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    cms.delete("w2", &DeleteParams::default().dry_run())
+        .await
+        .unwrap();
+    assert!(cms.get("w2").await.is_ok(), "a dry-run delete deleted");
+    let gone = cms
+        .delete(
+            "w2",
+            &DeleteParams::default().preconditions(Preconditions::uid(&current.metadata.uid)),
+        )
+        .await
+        .unwrap();
+    // ConfigMaps answer a Success Status once gone.
+    match gone {
+        DeleteOutcome::Status(s) => assert_eq!(s.status, "Success"),
+        DeleteOutcome::Object(o) => panic!("expected a Status, got {o:?}"),
+    }
+    let e = cms
+        .delete("w2", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+
+    // A collection delete takes what its selector matches, and only that.
+    for (name, tmp) in [("t1", "true"), ("t2", "true"), ("keep", "false")] {
+        let mut cm = configmap(name, &[]);
+        cm.metadata.labels.insert("tmp".into(), tmp.into());
+        cms.create(&post, &cm).await.unwrap();
+    }
+    let deleted = cms
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("tmp=true"),
+        )
+        .await
+        .unwrap();
+    if let DeleteOutcome::Object(list) = &deleted {
+        let mut names: Vec<_> = list.items.iter().map(|c| c.metadata.name.clone()).collect();
+        names.sort();
+        assert_eq!(names, ["t1", "t2"]);
+    }
+    let left: Vec<_> = cms
+        .list(&ListParams::default().labels("tmp"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(left, ["keep"]);
+}
+
+/// A finalizer's life on a ConfigMap: added on the first reconcile, `Apply` while live,
+/// `Cleanup` once deleted, then removed so the apiserver finishes the deletion; a decision made
+/// on a stale version is refused with 409 instead of overwriting the newer one.
+pub async fn finalizer_flow(client: &Client, ns: &str) {
+    use informer::workqueue::{Action, FinalizerError, FinalizerEvent, finalizer};
+    use std::sync::Arc;
+
+    const NAME: &str = "example.com/cleanup";
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let all: Api<ConfigMap> = Api::all(client.clone());
+    let created = cms
+        .create(&PostParams::default(), &configmap("f1", &[]))
+        .await
+        .unwrap();
+    // Which event each call saw.
+    let run = |cm: ConfigMap| {
+        let all = all.clone();
+        async move {
+            let mut seen = None;
+            let result = finalizer(&all, NAME, Arc::new(cm), |event| {
+                seen = Some(match &event {
+                    FinalizerEvent::Apply(_) => "apply",
+                    FinalizerEvent::Cleanup(_) => "cleanup",
+                });
+                async { Ok::<_, std::io::Error>(Action::Done) }
+            })
+            .await;
+            (result, seen)
+        }
+    };
+
+    // First reconcile: the finalizer is added, the reconcile does not run.
+    let (result, seen) = run(created.clone()).await;
+    assert_eq!(result.unwrap(), Action::Done);
+    assert_eq!(seen, None);
+    let live = cms.get("f1").await.unwrap();
+    assert_eq!(live.metadata.finalizers, [NAME]);
+    // A decision on the stale version is refused (409), not written over the newer one.
+    let (result, _) = run(created.clone()).await;
+    match result {
+        Err(FinalizerError::AddFinalizer(e)) => assert!(e.is_conflict(), "{e}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    // Live and holding it: Apply.
+    let (result, seen) = run(live.clone()).await;
+    assert_eq!((result.unwrap(), seen), (Action::Done, Some("apply")));
+
+    // Deleted: the finalizer holds it, with deletionTimestamp set.
+    let outcome = cms.delete("f1", &DeleteParams::default()).await.unwrap();
+    let held = match outcome {
+        DeleteOutcome::Object(cm) => cm,
+        DeleteOutcome::Status(s) => panic!("deleted at once despite its finalizer: {s:?}"),
+    };
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let deleting = cms.get("f1").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    // Cleanup, then the finalizer goes and the object with it.
+    let (result, seen) = run(deleting).await;
+    assert_eq!((result.unwrap(), seen), (Action::Done, Some("cleanup")));
+    let e = cms.get("f1").await.unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+}
