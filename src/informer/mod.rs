@@ -28,6 +28,7 @@
 mod dynamic;
 mod factory;
 mod handler;
+mod versions;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -85,6 +86,10 @@ struct Shared<T: Object> {
     /// The options' error callback, also told of handler panics.
     on_error: Option<ErrorCallback>,
     applied: AtomicU64,
+    /// Readers waiting for a version ([`Informer::wait_for_version`]), and their wake-up after
+    /// each applied pop (see `versions.rs` for the fences that pair the two).
+    version_waiters: std::sync::atomic::AtomicUsize,
+    pop_applied: tokio::sync::Notify,
     /// Bumped when the informer syncs and when a handler finishes its initial list: what the
     /// sync waits ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the
     /// controllers and service discovery) wake on, instead of polling.
@@ -192,6 +197,8 @@ impl<T: Object + Clone> Informer<T> {
                 health,
                 on_error,
                 applied: AtomicU64::new(0),
+                version_waiters: std::sync::atomic::AtomicUsize::new(0),
+                pop_applied: tokio::sync::Notify::new(),
                 progress: tokio::sync::watch::Sender::new(()),
                 synced: Arc::new(AtomicBool::new(false)),
                 pool,
@@ -460,6 +467,12 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         }
         if let Some(rv) = popped.caught_up_resource_version() {
             shared.store.set_last_applied_resource_version(rv);
+        }
+        // SeqCst: pairs with the fence of a version waiter (versions.rs): either this load sees
+        // it, or it sees what was just applied. Relaxed load: the fence orders it.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if shared.version_waiters.load(Ordering::Relaxed) > 0 {
+            shared.pop_applied.notify_waiters();
         }
         // Dropping `popped` marks its deltas processed (has_synced counts them).
         drop(popped);
