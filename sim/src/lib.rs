@@ -64,17 +64,21 @@
 //! merge patches (lists are replaced, not merged by key); `kubectl apply`/`label`/`annotate` work.
 //! `generation` is set only on objects that have a `spec` and bumped when `spec` changes.
 
+mod apply;
 mod body;
 pub mod churn;
+mod crd;
 mod errors;
 mod faults;
 mod leases;
+mod patch;
 mod private_file;
 mod resources;
 mod rng;
 mod selector;
 mod server;
 mod store;
+mod strategy;
 mod tls;
 mod watch;
 
