@@ -683,12 +683,18 @@ pub(crate) fn apply(
             entries[*i].fields.subtract(&lost);
         }
     }
+    // The time moves only when the manager's set does, so a repeated apply is a no-op.
+    let time = entries
+        .iter()
+        .find(|e| mine(e) && e.fields == applied_set)
+        .and_then(|e| e.time.clone())
+        .unwrap_or_else(|| now.to_string());
     entries.retain(|e| !mine(e));
     entries.push(Entry {
         manager: manager.to_string(),
         operation: "Apply".into(),
         api_version: want_version,
-        time: Some(now.to_string()),
+        time: Some(time),
         subresource: subresource.map(str::to_string),
         fields: applied_set,
     });

@@ -237,6 +237,9 @@ async fn server_side_apply() {
         assert_eq!(st["details"]["causes"][0], json!({"type": "FieldManagerConflict", "message": "conflict with \"sim-test\" using v1", "field": ".data.key"}));
         let (s, f) = send_json(addr, "PATCH", &format!("{url}?fieldManager=op&force=true"), APPLY, &cfg("a")).await;
         assert_eq!((s, f["data"]["key"].as_str()), (200, Some("a")));
+        let rv = sim.resource_version();
+        let (s, _) = send_json(addr, "PATCH", &format!("{url}?fieldManager=op"), APPLY, &cfg("a")).await;
+        assert_eq!((s, sim.resource_version()), (200, rv), "a repeated apply is a no-op");
         // Dropping a field from the applied configuration removes it.
         let (_, d) = send_json(addr, "PATCH", &format!("{url}?fieldManager=op"), APPLY, &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"key": "a"}})).await;
         assert_eq!(d["data"], json!({"key": "a"}));
