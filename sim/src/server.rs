@@ -798,6 +798,7 @@ fn delete_options(
         propagation,
         grace_period,
         dry_run,
+        immediate: false,
     })
 }
 

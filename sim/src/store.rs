@@ -63,6 +63,8 @@ pub(crate) struct DeleteOpts {
     pub grace_period: Option<i64>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// The programmatic API's delete: gone at once, whatever finalizers or grace period.
+    pub immediate: bool,
 }
 
 /// The PATCH body types besides apply.
@@ -1132,6 +1134,7 @@ impl Store {
     ) -> Result<Arc<Obj>, ApiError> {
         let opts = DeleteOpts {
             preconditions: preconditions.cloned(),
+            immediate: true,
             ..DeleteOpts::default()
         };
         self.delete_with(idx, ns, name, &opts).map(|(o, _)| o)
@@ -1207,7 +1210,8 @@ impl Store {
         } else {
             None
         };
-        let pending = !finalizers.is_empty() || (pod_grace.is_some() && !being_deleted);
+        let pending =
+            !opts.immediate && (!finalizers.is_empty() || (pod_grace.is_some() && !being_deleted));
         if pending {
             let m = meta_mut(&mut value);
             if !being_deleted {
