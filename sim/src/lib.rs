@@ -32,7 +32,11 @@
 //! | `/openapi/v3`, `/openapi/v3/api/v1`, `/openapi/v3/apis/{g}/{v}` | GET: schema-less docs declaring `fieldValidation` (so `kubectl create -f` validates server-side); `/openapi/v2` is 404 |
 //! | `/healthz`, `/readyz`, `/livez` | GET: `ok` |
 //! | `…/{plural}`, `…/namespaces/{ns}/{plural}` | GET list or `?watch=1`; POST create (201) |
-//! | `…/{plural}/{name}`, `…/namespaces/{ns}/{plural}/{name}` | GET, PUT, PATCH (merge / strategic-merge treated as merge), DELETE; GET `?watch=1` watches one object |
+//! | `…/{plural}/{name}`, `…/namespaces/{ns}/{plural}/{name}` | GET, PUT, PATCH (JSON patch, merge, strategic merge for builtins, server-side apply), DELETE; GET `?watch=1` watches one object |
+//! | `…/{plural}` DELETE | deletecollection (label/field selectors): the listed objects, each deleted as DELETE would |
+//! | `…/{name}/status` | GET, PUT, PATCH, for pods, services, namespaces, nodes, deployments, CRDs and custom resources declaring it |
+//! | `…/{name}/scale` | GET, PUT, PATCH of an `autoscaling/v1` Scale: deployments, custom resources declaring it |
+//! | `/apis/apiextensions.k8s.io/v1/customresourcedefinitions` | CRDs: a created CRD is served at once (conditions `NamesAccepted`, `Established`); deleting it deletes its objects and stops serving it |
 //!
 //! List/watch rules (docs/semantics.md X1, X2): RV `""` latest; `"0"` any (limit ignored); `NotOlderThan` waits up
 //! to [`SimulatorBuilder::rv_wait`] then 504 `ResourceVersionTooLarge`; `Exact` and the legacy
@@ -57,24 +61,54 @@
 //! (registry + discovery), `errors` (Status bodies), `body` (response bodies), [`churn`] (a
 //! workload generator).
 //!
-//! Deliberate simplifications: no namespace existence checks, no admission/defaulting, no
-//! graceful deletion or finalizers (DELETE removes at once; clients may set `deletionTimestamp`
-//! themselves), no subresources, no Table output, no protobuf, no DELETE of collections,
-//! no JSON patch or server-side apply (415), no gzip. Strategic-merge patches are applied as JSON
-//! merge patches (lists are replaced, not merged by key); `kubectl apply`/`label`/`annotate` work.
-//! `generation` is set only on objects that have a `spec` and bumped when `spec` changes.
+//! # Writes
+//!
+//! Through HTTP, writes follow the apiserver (see `strategy.rs`, `patch.rs`, `apply.rs`,
+//! `crd.rs`): status subresources (main writes keep `.status`, `/status` writes change only it,
+//! creates reset it), `generation` (custom resources: anything but metadata/status; builtins:
+//! `spec`), `dryRun=All` (a dry-run create answers a uid and creationTimestamp but no
+//! resourceVersion; nothing is stored, no event), `fieldManager` and `managedFields` (`Update`
+//! entries for POST/PUT/PATCH, the default manager being the User-Agent up to its first `/`),
+//! server-side apply with conflicts and `force`, finalizers (`deletionTimestamp` then deletion when
+//! the last one goes; no new ones once deleting), DeleteOptions (`preconditions`,
+//! `propagationPolicy` adding the `orphan`/`foregroundDeletion` finalizers, `gracePeriodSeconds`:
+//! a Pod bound to a node waits for a kubelet that never comes, others go at once).
+//!
+//! Refused, with the apiserver's error shape: strategic merge for custom resources (415), any
+//! `dryRun` but `All` and unknown `fieldValidation` values (422), apply without `fieldManager`
+//! and `force` outside apply (422), apply bodies that are YAML but not JSON (415: the simulator
+//! reads only the JSON form of YAML).
+//!
+//! Differences: `fieldValidation` is accepted and ignored (no schemas; 1.20 ignores it too); no
+//! garbage collector (dependents stay, as in a cluster without controller-manager); namespaces are
+//! deleted at once (no namespace controller or `kubernetes` finalizer); apply tracks lists as
+//! atomic except ObjectMeta's and the builtin associative lists of `patch::list_type`, custom
+//! resources' lists always atomic, maps always granular; managedFields entries carry
+//! `subresource` as 1.22+ servers do; builtin Go fields serialized when empty (a Pod's `spec`) get
+//! a `".": {}` the apiserver does not write; `$setElementOrder` puts named elements first;
+//! a CRD's conditions are set inside its create; deleting a CRD deletes its objects at once.
+//!
+//! The programmatic API ([`Simulator::create`] ...) is a privileged writer: objects are stored as
+//! given (status included, no managedFields), so tests can set up any state.
+//!
+//! Deliberate simplifications: no namespace existence checks, no admission/defaulting beyond the
+//! above, no Table output, no protobuf, no gzip.
 
+mod apply;
 mod body;
 pub mod churn;
+mod crd;
 mod errors;
 mod faults;
 mod leases;
+mod patch;
 mod private_file;
 mod resources;
 mod rng;
 mod selector;
 mod server;
 mod store;
+mod strategy;
 mod tls;
 mod watch;
 
@@ -88,6 +122,7 @@ use tokio::task::JoinHandle;
 
 pub use errors::ApiError;
 pub use faults::Faults;
+pub use resources::ScaleInfo;
 pub use selector::{FieldSelector, JsonLabelSelector};
 
 use informer::model::ApiResource;
@@ -429,6 +464,25 @@ impl Simulator {
         self.shared
             .store
             .register(Info::new(api, short_names, false));
+    }
+
+    /// Like [`register_resource`](Self::register_resource), with the subresources a CRD may
+    /// declare: `status` (`{name}/status`) and `scale` (`{name}/scale`).
+    pub fn register_resource_with(
+        &self,
+        api: ApiResource,
+        short_names: &[&str],
+        status: bool,
+        scale: Option<ScaleInfo>,
+    ) {
+        let mut info = Info::new(api, short_names, false);
+        if status {
+            info = info.with_status();
+        }
+        if let Some(s) = scale {
+            info = info.with_scale(s);
+        }
+        self.shared.store.register(info);
     }
 
     /// A cloneable handle to the programmatic API (for tasks that outlive a borrow).

@@ -20,8 +20,25 @@ pub struct ResourceInfo {
     pub short_names: Vec<String>,
     /// Typed builtin (list items carry no kind/apiVersion) or dynamic (CRD: items carry them).
     pub builtin: bool,
+    /// Serves `{name}/status`: writes to the resource keep `.status`, writes to `/status` change
+    /// only `.status` (see `strategy.rs`).
+    pub status_subresource: bool,
+    /// Serves `{name}/scale` (an `autoscaling/v1` Scale) over these fields.
+    pub scale: Option<ScaleInfo>,
     /// `{"kind":"Pod","apiVersion":"v1",` — the start of every full object.
     pub(crate) object_prefix: Bytes,
+}
+
+/// Where a resource with a scale subresource keeps its replicas and selector: a CRD's
+/// `subresources.scale` (JSON paths as `.spec.replicas`), or a Deployment's fixed fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaleInfo {
+    /// `specReplicasPath`, e.g. `.spec.replicas`.
+    pub spec_replicas_path: String,
+    /// `statusReplicasPath`, e.g. `.status.replicas`.
+    pub status_replicas_path: String,
+    /// `labelSelectorPath` (a string selector, e.g. `.status.selector`); `None`: no selector.
+    pub label_selector_path: Option<String>,
 }
 
 impl ResourceInfo {
@@ -36,8 +53,22 @@ impl ResourceInfo {
             api,
             short_names: short_names.iter().map(|s| s.to_string()).collect(),
             builtin,
+            status_subresource: false,
+            scale: None,
             object_prefix,
         }
+    }
+
+    /// Declares a status subresource (`{name}/status`).
+    pub fn with_status(mut self) -> Self {
+        self.status_subresource = true;
+        self
+    }
+
+    /// Declares a scale subresource (`{name}/scale`).
+    pub fn with_scale(mut self, scale: ScaleInfo) -> Self {
+        self.scale = Some(scale);
+        self
     }
 
     /// The lowercase singular name (kind lowercased), as discovery reports it.
@@ -50,6 +81,8 @@ impl ResourceInfo {
 #[derive(Debug, Default)]
 pub struct Registry {
     list: Vec<Arc<ResourceInfo>>,
+    /// Per index: served now (a deleted CRD's resources keep their index but are not served).
+    served: Vec<bool>,
 }
 
 impl Registry {
@@ -60,12 +93,8 @@ impl Registry {
         let core = |k: &'static str, p: &'static str, ns: bool| {
             ApiResource::from_static("", "v1", k, p, ns)
         };
-        r.add(ResourceInfo::new(core("Pod", "pods", true), &["po"], true));
-        r.add(ResourceInfo::new(
-            core("Service", "services", true),
-            &["svc"],
-            true,
-        ));
+        r.add(ResourceInfo::new(core("Pod", "pods", true), &["po"], true).with_status());
+        r.add(ResourceInfo::new(core("Service", "services", true), &["svc"], true).with_status());
         r.add(ResourceInfo::new(
             core("Endpoints", "endpoints", true),
             &["ep"],
@@ -86,16 +115,10 @@ impl Registry {
             &["ev"],
             true,
         ));
-        r.add(ResourceInfo::new(
-            core("Namespace", "namespaces", false),
-            &["ns"],
-            true,
-        ));
-        r.add(ResourceInfo::new(
-            core("Node", "nodes", false),
-            &["no"],
-            true,
-        ));
+        r.add(
+            ResourceInfo::new(core("Namespace", "namespaces", false), &["ns"], true).with_status(),
+        );
+        r.add(ResourceInfo::new(core("Node", "nodes", false), &["no"], true).with_status());
         r.add(ResourceInfo::new(
             ApiResource::from_static(
                 "discovery.k8s.io",
@@ -112,6 +135,34 @@ impl Registry {
             &[],
             true,
         ));
+        // Appended after the original ten, so their indices do not move.
+        r.add(
+            ResourceInfo::new(
+                ApiResource::from_static("apps", "v1", "Deployment", "deployments", true),
+                &["deploy"],
+                true,
+            )
+            .with_status()
+            .with_scale(ScaleInfo {
+                spec_replicas_path: ".spec.replicas".into(),
+                status_replicas_path: ".status.replicas".into(),
+                label_selector_path: None,
+            }),
+        );
+        r.add(
+            ResourceInfo::new(
+                ApiResource::from_static(
+                    crate::crd::GROUP,
+                    "v1",
+                    "CustomResourceDefinition",
+                    "customresourcedefinitions",
+                    false,
+                ),
+                &["crd", "crds"],
+                true,
+            )
+            .with_status(),
+        );
         r
     }
 
@@ -124,10 +175,32 @@ impl Registry {
         };
         if let Some(i) = self.list.iter().position(same) {
             self.list[i] = Arc::new(info);
+            self.served[i] = true;
             return i;
         }
         self.list.push(Arc::new(info));
+        self.served.push(true);
         self.list.len() - 1
+    }
+
+    /// Stops serving the resource at `idx` (its index stays taken).
+    pub fn withdraw(&mut self, idx: usize) {
+        if let Some(s) = self.served.get_mut(idx) {
+            *s = false;
+        }
+    }
+
+    fn is_served(&self, idx: usize) -> bool {
+        self.served.get(idx).copied().unwrap_or(false)
+    }
+
+    /// The served resources with their indices.
+    fn served(&self) -> impl Iterator<Item = &Arc<ResourceInfo>> {
+        self.list
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.is_served(*i))
+            .map(|(_, r)| r)
     }
 
     /// All resources, by index.
@@ -137,8 +210,11 @@ impl Registry {
 
     /// Resolves a URL's group/version/plural to an index.
     pub fn find_path(&self, group: &str, version: &str, plural: &str) -> Option<usize> {
-        self.list.iter().position(|r| {
-            r.api.group == group && r.api.version == version && r.api.plural == plural
+        self.list.iter().enumerate().position(|(i, r)| {
+            self.is_served(i)
+                && r.api.group == group
+                && r.api.version == version
+                && r.api.plural == plural
         })
     }
 
@@ -146,9 +222,13 @@ impl Registry {
     /// (case-insensitive), like kubectl does.
     pub fn find_name(&self, name: &str) -> Option<usize> {
         let n = name.to_ascii_lowercase();
-        self.list.iter().position(|r| {
+        self.list.iter().enumerate().position(|(i, r)| {
             let full = format!("{}.{}", r.api.plural, r.api.group);
-            r.api.plural == n || full == n || r.singular() == n || r.short_names.contains(&n)
+            self.is_served(i)
+                && (r.api.plural == n
+                    || full == n
+                    || r.singular() == n
+                    || r.short_names.contains(&n))
         })
     }
 
@@ -164,7 +244,7 @@ impl Registry {
     /// `/apis`: the APIGroupList document (every non-core group).
     pub fn api_group_list(&self) -> Value {
         let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-        for r in &self.list {
+        for r in self.served() {
             if r.api.group.is_empty() {
                 continue;
             }
@@ -192,24 +272,43 @@ impl Registry {
 
     /// `/api/v1` or `/apis/{group}/{version}`: the APIResourceList, or `None` if nothing is served there.
     pub fn api_resource_list(&self, group: &str, version: &str) -> Option<Value> {
-        let resources: Vec<Value> = self
-            .list
-            .iter()
+        let mut resources: Vec<Value> = Vec::new();
+        for r in self
+            .served()
             .filter(|r| r.api.group == group && r.api.version == version)
-            .map(|r| {
-                let mut v = json!({
-                    "name": r.api.plural,
-                    "singularName": r.singular(),
+        {
+            let mut v = json!({
+                "name": r.api.plural,
+                "singularName": r.singular(),
+                "namespaced": r.api.namespaced,
+                "kind": r.api.kind,
+                "verbs": ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+            });
+            if !r.short_names.is_empty() {
+                v["shortNames"] = json!(r.short_names);
+            }
+            resources.push(v);
+            if r.status_subresource {
+                resources.push(json!({
+                    "name": format!("{}/status", r.api.plural),
+                    "singularName": "",
                     "namespaced": r.api.namespaced,
                     "kind": r.api.kind,
-                    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
-                });
-                if !r.short_names.is_empty() {
-                    v["shortNames"] = json!(r.short_names);
-                }
-                v
-            })
-            .collect();
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+            if r.scale.is_some() {
+                resources.push(json!({
+                    "name": format!("{}/scale", r.api.plural),
+                    "singularName": "",
+                    "namespaced": r.api.namespaced,
+                    "group": "autoscaling",
+                    "version": "v1",
+                    "kind": "Scale",
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+        }
         if resources.is_empty() {
             return None;
         }
@@ -232,7 +331,7 @@ impl Registry {
     /// validate (`kubectl create -f` works without `--validate=false`).
     pub fn openapi_v3_root(&self) -> Value {
         let mut paths = serde_json::Map::new();
-        for r in &self.list {
+        for r in self.served() {
             let gv = gv_path(&r.api.group, &r.api.version);
             paths.insert(
                 gv.clone(),
@@ -246,8 +345,7 @@ impl Registry {
     pub fn openapi_v3_gv(&self, group: &str, version: &str) -> Option<Value> {
         let mut paths = serde_json::Map::new();
         for r in self
-            .list
-            .iter()
+            .served()
             .filter(|r| r.api.group == group && r.api.version == version)
         {
             let base = format!("/{}", gv_path(group, version));

@@ -28,7 +28,8 @@ use super::errors::ApiError;
 use super::faults::{Chunking, Faults, Injected};
 use super::resources::{ResourceInfo, version_doc};
 use super::selector::{FieldSelector, JsonLabelSelector, Selectors};
-use super::store::{ListAt, Obj, Page, Store, WatchFrom};
+use super::store::{DeleteOpts, ListAt, Obj, Page, PatchKind, Store, WatchFrom, WriteCtx};
+use super::strategy::Endpoint;
 use super::watch::{self as watchstream, WatchParams};
 
 /// Largest request body accepted (the apiserver's limit is 3 MiB).
@@ -353,6 +354,8 @@ struct Target {
     info: Arc<ResourceInfo>,
     ns: Option<String>,
     name: Option<String>,
+    /// `status` or `scale` (any other subresource is a 404).
+    sub: Option<String>,
 }
 
 fn resolve_target(
@@ -365,11 +368,17 @@ fn resolve_target(
         ["watch", r @ ..] => (r, true),
         r => (r, false),
     };
-    let (ns, plural, name) = match rest {
-        [plural] => (None, *plural, None),
-        ["namespaces", ns, plural] => (Some(*ns), *plural, None),
-        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name)),
-        [plural, name] => (None, *plural, Some(*name)),
+    let (ns, plural, name, sub) = match rest {
+        [plural] => (None, *plural, None, None),
+        // `namespaces/{name}/status` is the Namespace's subresource, not a list.
+        ["namespaces", name, "status"] if group.is_empty() => {
+            (None, "namespaces", Some(*name), Some("status"))
+        }
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
+        ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+        [plural, name] => (None, *plural, Some(*name), None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
         _ => return Err(ApiError::path_not_found()),
     };
     let idx = shared
@@ -388,7 +397,14 @@ fn resolve_target(
         info,
         ns: ns.map(str::to_string),
         name: name.map(str::to_string),
+        sub: sub.map(str::to_string),
     };
+    match target.sub.as_deref() {
+        None => {}
+        Some("status") if target.info.status_subresource && !legacy_watch => {}
+        Some("scale") if target.info.scale.is_some() && !legacy_watch => {}
+        Some(_) => return Err(ApiError::path_not_found()),
+    }
     Ok((target, legacy_watch))
 }
 
@@ -462,6 +478,41 @@ async fn resource(
     let store = &shared.store;
     let ns = t.ns.as_deref();
     let method = req.method().clone();
+    let header = |name: hyper::header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    let content_type = header(CONTENT_TYPE);
+    let content_type = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    let user_agent = header(hyper::header::USER_AGENT);
+    if method != Method::GET {
+        check_write_options(&method, &content_type, &query)?;
+    }
+    let endpoint = match t.sub.as_deref() {
+        Some("status") => Endpoint::Status,
+        _ => Endpoint::Main,
+    };
+    let ctx = WriteCtx {
+        endpoint,
+        dry_run: query.contains_key("dryRun"),
+        // The apiserver's default manager: the User-Agent up to its first `/`.
+        manager: Some(match query.get("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.clone(),
+            None => user_agent.split('/').next().unwrap_or("").to_string(),
+        }),
+        apply: false,
+    };
+    if t.sub.as_deref() == Some("scale") {
+        return scale(shared, &t, &method, &content_type, ctx, req).await;
+    }
     match (&method, t.name.as_deref()) {
         (&Method::GET, None) => {
             let opts = ListOptions::parse(&query, legacy_watch)?;
@@ -475,12 +526,12 @@ async fn resource(
             let body = read_json(req)
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
-            let obj = store.create(t.idx, ns, body)?;
+            let obj = store.create_with(t.idx, ns, body, &ctx)?;
             Ok(json_response(faults, 201, obj.full(&t.info)))
         }
         (&Method::GET, Some(name)) => {
             let opts = ListOptions::parse(&query, legacy_watch)?;
-            if opts.watch {
+            if opts.watch && t.sub.is_none() {
                 // A watch on one object: a field selector on its name.
                 let mut opts = opts;
                 opts.sel.field = FieldSelector::parse(&format!("metadata.name={name}"))
@@ -497,42 +548,439 @@ async fn resource(
             let body = read_json(req)
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
-            let obj = store.replace(t.idx, ns, name, body)?;
+            let obj = store.replace_with(t.idx, ns, name, body, &ctx)?;
             Ok(json_response(faults, 200, obj.full(&t.info)))
         }
         (&Method::PATCH, Some(name)) => {
-            let ct = req
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or("")
-                .to_string();
-            let ct = ct.split(';').next().unwrap_or("").trim();
-            if ct != "application/merge-patch+json"
-                && ct != "application/strategic-merge-patch+json"
-            {
-                return Err(ApiError::new(
-                    415,
-                    "UnsupportedMediaType",
-                    format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"
-                    ),
-                ));
-            }
+            let kind = patch_kind(&t.info, &content_type)?;
+            let Some(kind) = kind else {
+                // Server-side apply.
+                let body = read_apply_body(req).await?;
+                let force = parse_bool(&query, "force")?.unwrap_or(false);
+                let (obj, created) = store.apply(t.idx, ns, name, &body, &ctx, force)?;
+                let code = if created { 201 } else { 200 };
+                return Ok(json_response(faults, code, obj.full(&t.info)));
+            };
             let body = read_json(req)
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
-            let obj = store.patch(t.idx, ns, name, &body)?;
+            let obj = store.patch_with(t.idx, ns, name, kind, &body, &ctx)?;
             Ok(json_response(faults, 200, obj.full(&t.info)))
         }
-        (&Method::DELETE, Some(name)) => {
+        (&Method::DELETE, name) if t.sub.is_none() => {
             let body = read_json(req).await?;
-            let pre = body.as_ref().and_then(|b| b.get("preconditions"));
-            let obj = store.delete(t.idx, ns, name, pre)?;
-            Ok(json_response(faults, 200, delete_result(&t.info, &obj)))
+            let opts = delete_options(body.as_ref(), &query)?;
+            match name {
+                Some(name) => {
+                    let (obj, gone) = store.delete_with(t.idx, ns, name, &opts)?;
+                    let body = if gone {
+                        delete_result(&t.info, &obj)
+                    } else {
+                        obj.full(&t.info)
+                    };
+                    Ok(json_response(faults, 200, body))
+                }
+                None => {
+                    // deletecollection: the listed objects, each deleted as a DELETE would.
+                    let mut list_query = query.clone();
+                    list_query.retain(|k, _| k == "labelSelector" || k == "fieldSelector");
+                    let lo = ListOptions::parse(&list_query, false)?;
+                    let page = store.list(t.idx, ns, &lo.sel, ListAt::Latest, None, None)?;
+                    for o in &page.items {
+                        match store.delete_with(t.idx, o.namespace(), &o.name, &opts) {
+                            Ok(_) => {}
+                            Err(e) if e.code == 404 => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(json_response(faults, 200, list_body(&t.info, &page)))
+                }
+            }
         }
         _ => Err(ApiError::method_not_allowed()),
     }
+}
+
+/// Which options kind a write's query parameters are (`CreateOptions`, ...).
+fn options_kind(method: &Method) -> &'static str {
+    match *method {
+        Method::POST => "CreateOptions",
+        Method::PUT => "UpdateOptions",
+        Method::PATCH => "PatchOptions",
+        _ => "DeleteOptions",
+    }
+}
+
+/// 422 for bad write options, as the apiserver's `Validate*Options` reports them.
+fn invalid_options(method: &Method, field: &str, reason: &str, detail: String) -> ApiError {
+    let kind = options_kind(method);
+    let mut e = ApiError::new(
+        422,
+        "Invalid",
+        format!("{kind}.meta.k8s.io \"\" is invalid: {field}: {detail}"),
+    );
+    e.details = Some(serde_json::json!({"group": "meta.k8s.io", "kind": kind,
+        "causes": [{"reason": reason, "message": detail, "field": field}]}));
+    e
+}
+
+/// `dryRun`, `fieldManager`, `fieldValidation` and `force`, checked as the apiserver checks them.
+///
+/// `fieldValidation` (1.25+): the simulator has no schemas, so `Ignore`, `Warn` and `Strict` are
+/// accepted and change nothing (no unknown field is ever reported); other values are refused as
+/// a 1.25+ server refuses them. (The 1.20 server ignores the parameter altogether.)
+fn check_write_options(
+    method: &Method,
+    content_type: &str,
+    query: &HashMap<String, String>,
+) -> Result<(), ApiError> {
+    if let Some(d) = query.get("dryRun")
+        && d != "All"
+    {
+        return Err(invalid_options(
+            method,
+            "dryRun",
+            "FieldValueNotSupported",
+            format!("Unsupported value: []string{{{d:?}}}: supported values: \"All\""),
+        ));
+    }
+    if *method == Method::DELETE {
+        return Ok(());
+    }
+    if let Some(v) = query.get("fieldValidation")
+        && !matches!(v.as_str(), "" | "Ignore" | "Warn" | "Strict")
+    {
+        return Err(invalid_options(
+            method,
+            "fieldValidation",
+            "FieldValueNotSupported",
+            format!(
+                "Unsupported value: {v:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
+            ),
+        ));
+    }
+    let manager = query.get("fieldManager").map(String::as_str).unwrap_or("");
+    if manager.chars().count() > 128 {
+        return Err(invalid_options(
+            method,
+            "fieldManager",
+            "FieldValueTooLong",
+            "Too long: may not be longer than 128".into(),
+        ));
+    }
+    let apply = *method == Method::PATCH && content_type == APPLY;
+    if apply && manager.is_empty() {
+        return Err(invalid_options(
+            method,
+            "fieldManager",
+            "FieldValueRequired",
+            "Required value: is required for apply patch".into(),
+        ));
+    }
+    if !apply && *method == Method::PATCH && query.contains_key("force") {
+        return Err(invalid_options(
+            method,
+            "force",
+            "FieldValueForbidden",
+            "Forbidden: may not be specified for non-apply patch".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The apply patch media type.
+const APPLY: &str = "application/apply-patch+yaml";
+
+/// The patch kind of a PATCH's media type; `None` is server-side apply. Strategic merge is for
+/// builtin kinds only: a custom resource answers 415 as the apiserver does.
+fn patch_kind(info: &ResourceInfo, content_type: &str) -> Result<Option<PatchKind>, ApiError> {
+    match content_type {
+        "application/json-patch+json" => Ok(Some(PatchKind::Json)),
+        "application/merge-patch+json" => Ok(Some(PatchKind::Merge)),
+        "application/strategic-merge-patch+json" if info.builtin => Ok(Some(PatchKind::Strategic)),
+        APPLY => Ok(None),
+        _ => {
+            let accepted = if info.builtin {
+                "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
+            } else {
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+            };
+            Err(ApiError::new(
+                415,
+                "UnsupportedMediaType",
+                format!(
+                    "the body of the request was in an unknown format - accepted media types include: {accepted}"
+                ),
+            ))
+        }
+    }
+}
+
+/// An apply body: YAML, of which the simulator reads only the JSON form.
+async fn read_apply_body(req: Request<Incoming>) -> Result<Value, ApiError> {
+    match read_json(req).await {
+        Ok(Some(v)) => Ok(v),
+        Ok(None) => Err(ApiError::bad_request("the body of the request was empty")),
+        Err(e) if e.code == 400 => Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the simulator reads only the JSON form of YAML in an apply patch; send the configuration as JSON ({})",
+                e.message
+            ),
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// DeleteOptions from the body and the query (the query's win, as the apiserver decodes them).
+fn delete_options(
+    body: Option<&Value>,
+    query: &HashMap<String, String>,
+) -> Result<DeleteOpts, ApiError> {
+    let field = |k: &str| body.and_then(|b| b.get(k)).filter(|v| !v.is_null());
+    let mut propagation = field("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let Some(p) = query.get("propagationPolicy") {
+        propagation = Some(p.clone());
+    }
+    if propagation.is_none() {
+        match field("orphanDependents").and_then(Value::as_bool) {
+            Some(true) => propagation = Some("Orphan".into()),
+            Some(false) => propagation = Some("Background".into()),
+            None => {}
+        }
+    }
+    if let Some(p) = &propagation
+        && !matches!(p.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        return Err(invalid_options(
+            &Method::DELETE,
+            "propagationPolicy",
+            "FieldValueNotSupported",
+            format!(
+                "Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+            ),
+        ));
+    }
+    let mut grace_period = match field("gracePeriodSeconds") {
+        Some(v) => Some(v.as_i64().ok_or_else(|| {
+            ApiError::bad_request(format!("invalid value for gracePeriodSeconds: {v}"))
+        })?),
+        None => None,
+    };
+    if let Some(g) = query.get("gracePeriodSeconds") {
+        grace_period = Some(g.parse().map_err(|_| {
+            ApiError::bad_request(format!("invalid value for gracePeriodSeconds: {g:?}"))
+        })?);
+    }
+    let mut dry_run = query.contains_key("dryRun");
+    if let Some(d) = field("dryRun") {
+        let values: Vec<&str> = d
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if values.iter().any(|v| *v != "All") {
+            return Err(invalid_options(
+                &Method::DELETE,
+                "dryRun",
+                "FieldValueNotSupported",
+                format!("Unsupported value: {values:?}: supported values: \"All\"")
+                    .replace('[', "[]string{")
+                    .replace(']', "}"),
+            ));
+        }
+        dry_run |= !values.is_empty();
+    }
+    Ok(DeleteOpts {
+        preconditions: field("preconditions").cloned(),
+        propagation,
+        grace_period,
+        dry_run,
+        immediate: false,
+    })
+}
+
+/// Reads a dotted field path (`.spec.replicas`) from `v`.
+fn at_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    path.trim_start_matches('.')
+        .split('.')
+        .try_fold(v, |cur, f| cur.get(f))
+}
+
+/// The label selector of a Deployment as a string (`matchLabels` and `matchExpressions`).
+fn selector_string(sel: &Value) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = sel.get("matchLabels").and_then(Value::as_object) {
+        for (k, v) in m {
+            parts.push(format!("{k}={}", v.as_str().unwrap_or("")));
+        }
+    }
+    if let Some(exprs) = sel.get("matchExpressions").and_then(Value::as_array) {
+        for e in exprs {
+            let key = e.get("key").and_then(Value::as_str).unwrap_or("");
+            let values: Vec<&str> = e
+                .get("values")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            match e.get("operator").and_then(Value::as_str).unwrap_or("") {
+                "In" => parts.push(format!("{key} in ({})", values.join(","))),
+                "NotIn" => parts.push(format!("{key} notin ({})", values.join(","))),
+                "Exists" => parts.push(key.to_string()),
+                "DoesNotExist" => parts.push(format!("!{key}")),
+                _ => {}
+            }
+        }
+    }
+    parts.join(",")
+}
+
+/// The `autoscaling/v1` Scale of `parent`.
+fn scale_of(info: &ResourceInfo, parent: &Value) -> Value {
+    let Some(s) = &info.scale else {
+        return Value::Null;
+    };
+    let meta = &parent["metadata"];
+    let mut m = serde_json::Map::new();
+    for f in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = meta.get(f) {
+            m.insert(f.into(), v.clone());
+        }
+    }
+    let spec_replicas = at_path(parent, &s.spec_replicas_path).and_then(Value::as_i64);
+    let status_replicas = at_path(parent, &s.status_replicas_path)
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let selector = match &s.label_selector_path {
+        Some(p) => at_path(parent, p)
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        None if info.builtin => parent["spec"].get("selector").map(selector_string),
+        None => None,
+    };
+    let mut spec = serde_json::Map::new();
+    if let Some(r) = spec_replicas.filter(|r| *r != 0) {
+        spec.insert("replicas".into(), r.into());
+    }
+    let mut status = serde_json::json!({"replicas": status_replicas});
+    if let Some(sel) = selector.filter(|s| !s.is_empty()) {
+        status["selector"] = sel.into();
+    }
+    serde_json::json!({"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": m,
+                       "spec": spec, "status": status})
+}
+
+/// `{name}/scale`: GET reads the parent's replicas as a Scale; PUT and PATCH write
+/// `spec.replicas` (a resourceVersion in the Scale is a precondition).
+async fn scale(
+    shared: &Shared,
+    t: &Target,
+    method: &Method,
+    content_type: &str,
+    ctx: WriteCtx,
+    req: Request<Incoming>,
+) -> Result<Response<SimBody>, ApiError> {
+    let store = &shared.store;
+    let ns = t.ns.as_deref();
+    let name = t.name.as_deref().unwrap_or("");
+    let Some(info_scale) = t.info.scale.clone() else {
+        return Err(ApiError::path_not_found());
+    };
+    let current = || -> Result<Value, ApiError> {
+        let obj = store.get(t.idx, ns, name)?;
+        Ok(scale_of(&t.info, &obj.to_value(&t.info)))
+    };
+    let wanted = match *method {
+        Method::GET => return Ok(value_response(&shared.faults, 200, &current()?)),
+        Method::PUT => read_json(req)
+            .await?
+            .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?,
+        Method::PATCH => {
+            let kind = match content_type {
+                "application/json-patch+json" => PatchKind::Json,
+                "application/merge-patch+json" | "application/strategic-merge-patch+json" => {
+                    PatchKind::Merge
+                }
+                _ => {
+                    return Err(ApiError::new(
+                        415,
+                        "UnsupportedMediaType",
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json",
+                    ));
+                }
+            };
+            let patch = read_json(req)
+                .await?
+                .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
+            let mut s = current()?;
+            match kind {
+                PatchKind::Json => crate::patch::json_patch(&mut s, &patch)?,
+                _ => {
+                    if let Some(m) = s["metadata"].as_object_mut() {
+                        m.remove("resourceVersion");
+                    }
+                    crate::patch::merge_patch(&mut s, &patch)
+                }
+            }
+            s
+        }
+        _ => return Err(ApiError::method_not_allowed()),
+    };
+    let replicas = match wanted["spec"].get("replicas") {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_i64()
+            .filter(|r| (0..=i64::from(i32::MAX)).contains(r))
+            .ok_or_else(|| {
+                ApiError::invalid(
+                    "Scale",
+                    name,
+                    "spec.replicas",
+                    "FieldValueInvalid",
+                    format!("Invalid value: {v}: must be greater than or equal to 0"),
+                )
+                .with_group("autoscaling")
+            })?,
+    };
+    let precondition = wanted["metadata"]
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let path: Vec<String> = info_scale
+        .spec_replicas_path
+        .trim_start_matches('.')
+        .split('.')
+        .map(str::to_string)
+        .collect();
+    let obj = store.update(t.idx, ns, name, &ctx, |old, _| {
+        let mut v = old.clone();
+        let mut cur = &mut v;
+        for f in &path {
+            if !cur.is_object() {
+                *cur = serde_json::json!({});
+            }
+            cur = &mut cur[f.as_str()];
+        }
+        *cur = replicas.into();
+        if let Some(m) = v["metadata"].as_object_mut() {
+            m.insert("resourceVersion".into(), precondition.clone().into());
+        }
+        Ok(v)
+    })?;
+    Ok(value_response(
+        &shared.faults,
+        200,
+        &scale_of(&t.info, &obj.to_value(&t.info)),
+    ))
 }
 
 /// What DELETE answers: the deleted object for pods, namespaces and custom resources (their

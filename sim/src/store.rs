@@ -24,9 +24,72 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
 
 use super::errors::ApiError;
-use super::leases;
 use super::resources::{Registry, ResourceInfo};
 use super::selector::Selectors;
+use super::strategy::{self, Endpoint};
+use super::{apply, crd, leases, patch};
+
+/// How a write is made: through which endpoint, as which field manager, for real or not.
+/// The default is the programmatic API's: a privileged writer whose objects are stored as given
+/// (no status rules, no managedFields bookkeeping).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteCtx {
+    /// The resource, its `/status`, or the programmatic API.
+    pub endpoint: Endpoint,
+    /// `dryRun=All`: every check runs, nothing is stored, no resourceVersion moves.
+    pub dry_run: bool,
+    /// The field manager an `Update` is recorded for (`None`: no bookkeeping).
+    pub manager: Option<String>,
+    /// A server-side apply: the apply already wrote `managedFields`.
+    pub apply: bool,
+}
+
+impl WriteCtx {
+    /// The `subresource` of managedFields entries this write records.
+    fn subresource(&self) -> Option<&'static str> {
+        (self.endpoint == Endpoint::Status).then_some("status")
+    }
+}
+
+/// DeleteOptions, as far as the simulator reads them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeleteOpts {
+    /// `preconditions` (`uid`, `resourceVersion`).
+    pub preconditions: Option<Value>,
+    /// `propagationPolicy` (validated by the caller): `Orphan` and `Foreground` add their
+    /// finalizers; no garbage collector ever removes them.
+    pub propagation: Option<String>,
+    /// `gracePeriodSeconds`.
+    pub grace_period: Option<i64>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+    /// The programmatic API's delete: gone at once, whatever finalizers or grace period.
+    pub immediate: bool,
+}
+
+/// The PATCH body types besides apply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PatchKind {
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/strategic-merge-patch+json` (builtin kinds).
+    Strategic,
+    /// `application/json-patch+json`.
+    Json,
+}
+
+/// `conditions` without their transition times, to see whether a CRD's conditions changed.
+fn strip_times(conditions: &Value) -> Value {
+    let mut c = conditions.clone();
+    if let Some(list) = c.as_array_mut() {
+        for cond in list {
+            if let Some(m) = cond.as_object_mut() {
+                m.remove("lastTransitionTime");
+            }
+        }
+    }
+    c
+}
 
 /// One version of an object, as history and watchers need it: its serialization and the few
 /// fields selectors look at. The full `Value` lives only with the current version (see
@@ -309,26 +372,6 @@ fn is_valid_name(name: &str) -> bool {
         && name.as_bytes()[name.len() - 1].is_ascii_alphanumeric()
 }
 
-/// RFC 7386 JSON merge patch.
-pub(crate) fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            let t = target.as_object_mut().expect("just made an object");
-            for (k, v) in p {
-                if v.is_null() {
-                    t.remove(k);
-                } else {
-                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                }
-            }
-        }
-        other => *target = other.clone(),
-    }
-}
-
 /// Builtin kinds are Go structs: fields tagged `omitempty` that hold an empty map or slice (or
 /// `null`) are not stored, so the apiserver never returns them (a ConfigMap created with `"data": {}`
 /// comes back without `data`; found by the differential test against 1.20). Only the fields known to
@@ -460,7 +503,10 @@ impl Store {
     }
 
     pub fn register(&self, info: ResourceInfo) -> usize {
-        let mut g = self.lock();
+        Self::register_locked(&mut self.lock(), info)
+    }
+
+    fn register_locked(g: &mut Inner, info: ResourceInfo) -> usize {
         let i = g.registry.add(info);
         if g.objects.len() <= i {
             g.objects.push(BTreeMap::new());
@@ -556,14 +602,31 @@ impl Store {
         let _ = self.events.send(ev);
         self.rv_tx.send_replace(g.rv);
     }
+    /// Creates an object as a privileged writer (the programmatic API): stored as given.
+    pub fn create(&self, idx: usize, ns: Option<&str>, value: Value) -> Result<Arc<Obj>, ApiError> {
+        self.create_with(idx, ns, value, &WriteCtx::default())
+    }
 
-    pub fn create(
+    /// Creates an object through `ctx` (POST).
+    pub fn create_with(
         &self,
         idx: usize,
         ns: Option<&str>,
-        mut value: Value,
+        value: Value,
+        ctx: &WriteCtx,
     ) -> Result<Arc<Obj>, ApiError> {
         let mut g = self.lock();
+        self.create_locked(&mut g, idx, ns, value, ctx)
+    }
+
+    fn create_locked(
+        &self,
+        g: &mut Inner,
+        idx: usize,
+        ns: Option<&str>,
+        mut value: Value,
+        ctx: &WriteCtx,
+    ) -> Result<Arc<Obj>, ApiError> {
         let info = g.registry.list()[idx].clone();
         if !value.is_object() {
             return Err(ApiError::bad_request(
@@ -622,10 +685,23 @@ impl Store {
                 ApiError::already_exists(&info.api.plural, &name).with_group(&info.api.group)
             );
         }
-        g.rv += 1;
-        let rv = g.rv;
+        let now = now_rfc3339();
+        if ctx.endpoint != Endpoint::Raw {
+            strategy::prepare_create(&info, &mut value);
+        }
+        let crd = crd::is_crd(&info);
+        if crd {
+            meta_mut(&mut value).insert("name".into(), json!(name));
+            crd::prepare(&mut value, &now)?;
+        }
         let uid = uuid(&mut g.rng);
-        let has_spec = value.get("spec").is_some() && !leases::is_lease(&info);
+        let has_generation = if leases::is_lease(&info) {
+            false
+        } else if ctx.endpoint == Endpoint::Raw && !crd {
+            value.get("spec").is_some()
+        } else {
+            strategy::has_generation(&info, &value)
+        };
         if leases::is_lease(&info) {
             leases::validate_times(&value)?;
         }
@@ -639,13 +715,28 @@ impl Store {
             None => m.remove("namespace"),
         };
         m.insert("uid".into(), json!(uid));
-        m.insert("resourceVersion".into(), json!(rv.to_string()));
-        m.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        m.insert("creationTimestamp".into(), json!(now));
         m.remove("deletionTimestamp");
-        if has_spec {
+        m.remove("deletionGracePeriodSeconds");
+        if has_generation {
             m.insert("generation".into(), json!(1));
+        } else {
+            m.remove("generation");
         }
+        if let Some(manager) = ctx.manager.as_deref().filter(|_| !ctx.apply) {
+            apply::record_update(&info, None, &mut value, manager, ctx.subresource(), &now);
+        }
+        if ctx.dry_run {
+            // As the apiserver's dry-run storage answers: everything but a resourceVersion.
+            meta_mut(&mut value).remove("resourceVersion");
+            let (obj, _) = Obj::encode(EventType::Added, &info, &value, 0);
+            return Ok(obj);
+        }
+        g.rv += 1;
+        let rv = g.rv;
+        meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
         let (obj, frame) = Obj::encode(EventType::Added, &info, &value, rv);
+        let served = crd.then(|| value.clone());
         g.objects[idx].insert(
             k,
             Entry {
@@ -653,7 +744,10 @@ impl Store {
                 value,
             },
         );
-        self.record(&mut g, idx, EventType::Added, (obj.clone(), frame), None);
+        self.record(g, idx, EventType::Added, (obj.clone(), frame), None);
+        if let Some(crd_value) = served {
+            self.serve_crd(g, &crd_value);
+        }
         Ok(obj)
     }
 
@@ -688,8 +782,8 @@ impl Store {
             .collect();
         (g.rv, values)
     }
-
-    /// Replaces `name` with `value` (PUT). A non-empty `metadata.resourceVersion` must match.
+    /// Replaces `name` with `value` (PUT) as a privileged writer. A non-empty
+    /// `metadata.resourceVersion` must match.
     pub fn replace(
         &self,
         idx: usize,
@@ -697,7 +791,19 @@ impl Store {
         name: &str,
         value: Value,
     ) -> Result<Arc<Obj>, ApiError> {
-        self.update(idx, ns, name, |_, info| {
+        self.replace_with(idx, ns, name, value, &WriteCtx::default())
+    }
+
+    /// Replaces `name` with `value` through `ctx` (PUT).
+    pub fn replace_with(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        value: Value,
+        ctx: &WriteCtx,
+    ) -> Result<Arc<Obj>, ApiError> {
+        self.update(idx, ns, name, ctx, |_, info| {
             let rv = meta_str(&value, "resourceVersion").unwrap_or("");
             if leases::is_lease(info) && rv.is_empty() {
                 return Err(leases::resource_version_required(name));
@@ -706,7 +812,7 @@ impl Store {
         })
     }
 
-    /// Applies an RFC 7386 merge patch to `name` (PATCH).
+    /// Applies an RFC 7386 merge patch to `name` (PATCH) as a privileged writer.
     pub fn patch(
         &self,
         idx: usize,
@@ -714,36 +820,136 @@ impl Store {
         name: &str,
         patch: &Value,
     ) -> Result<Arc<Obj>, ApiError> {
-        if !patch.is_object() {
-            return Err(ApiError::bad_request(
-                "the body of the request was in an unknown format",
-            ));
-        }
-        self.update(idx, ns, name, |old, _| {
-            let mut v = old.value.clone();
-            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-                m.remove("resourceVersion"); // only a resourceVersion in the patch is a precondition
-            }
-            merge_patch(&mut v, patch);
-            Ok(v)
-        })
+        self.patch_with(idx, ns, name, PatchKind::Merge, patch, &WriteCtx::default())
     }
 
-    fn update(
+    /// Applies a patch of `kind` to `name` through `ctx` (PATCH). Only a resourceVersion the
+    /// patch itself writes is a precondition.
+    pub fn patch_with(
         &self,
         idx: usize,
         ns: Option<&str>,
         name: &str,
-        make: impl FnOnce(&Entry, &ResourceInfo) -> Result<Value, ApiError>,
+        kind: PatchKind,
+        patch: &Value,
+        ctx: &WriteCtx,
+    ) -> Result<Arc<Obj>, ApiError> {
+        if kind != PatchKind::Json && !patch.is_object() {
+            return Err(ApiError::bad_request(
+                "the body of the request was in an unknown format",
+            ));
+        }
+        self.update(idx, ns, name, ctx, |old, info| {
+            let mut v = old.clone();
+            match kind {
+                PatchKind::Merge => {
+                    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("resourceVersion");
+                    }
+                    patch::merge_patch(&mut v, patch);
+                }
+                PatchKind::Strategic => {
+                    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.remove("resourceVersion");
+                    }
+                    patch::strategic_merge(info, &mut v, patch)?;
+                }
+                PatchKind::Json => patch::json_patch(&mut v, patch)?,
+            }
+            Ok(v)
+        })
+    }
+
+    /// Server-side apply of `config` by `ctx.manager` to `name`; creates the object when it does
+    /// not exist (the bool says so). `force` takes conflicting fields over.
+    pub fn apply(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        config: &Value,
+        ctx: &WriteCtx,
+        force: bool,
+    ) -> Result<(Arc<Obj>, bool), ApiError> {
+        let mut g = self.lock();
+        let info = g.registry.list()[idx].clone();
+        let manager = ctx.manager.clone().unwrap_or_default();
+        let ctx = WriteCtx {
+            apply: true,
+            ..ctx.clone()
+        };
+        let config = if info.status_subresource && ctx.endpoint != Endpoint::Raw {
+            apply::restrict_to(config, ctx.endpoint == Endpoint::Status)
+        } else {
+            config.clone()
+        };
+        let now = now_rfc3339();
+        let scoped = Self::scope(&info, ns);
+        let exists = g.objects[idx].contains_key(&key(scoped.as_deref(), name));
+        if exists {
+            let obj = self.update_locked(&mut g, idx, ns, name, &ctx, |old, info| {
+                apply::apply(
+                    info,
+                    Some(old),
+                    &config,
+                    &manager,
+                    ctx.subresource(),
+                    force,
+                    &now,
+                )
+            })?;
+            return Ok((obj, false));
+        }
+        if ctx.endpoint == Endpoint::Status {
+            return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
+        }
+        let mut value = apply::apply(&info, None, &config, &manager, None, force, &now)?;
+        match meta_str(&value, "name") {
+            Some(n) if n == name => {}
+            Some(n) if !n.is_empty() => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
+            }
+            _ => {
+                meta_mut(&mut value).insert("name".into(), json!(name));
+            }
+        }
+        let obj = self.create_locked(&mut g, idx, scoped.as_deref(), value, &ctx)?;
+        Ok((obj, true))
+    }
+
+    /// Updates `name` to what `make` returns from the stored value (PUT, PATCH, scale writes).
+    pub fn update(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        ctx: &WriteCtx,
+        make: impl FnOnce(&Value, &ResourceInfo) -> Result<Value, ApiError>,
     ) -> Result<Arc<Obj>, ApiError> {
         let mut g = self.lock();
+        self.update_locked(&mut g, idx, ns, name, ctx, make)
+    }
+
+    fn update_locked(
+        &self,
+        g: &mut Inner,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        ctx: &WriteCtx,
+        make: impl FnOnce(&Value, &ResourceInfo) -> Result<Value, ApiError>,
+    ) -> Result<Arc<Obj>, ApiError> {
         let info = g.registry.list()[idx].clone();
         let ns = Self::scope(&info, ns);
         let k = key(ns.as_deref(), name);
         let Some(old) = g.objects[idx].get(&k) else {
             return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
-        let mut value = make(old, &info)?;
+        let old_value = old.value.clone();
+        let old_obj = old.obj.clone();
+        let mut value = make(&old_value, &info)?;
         if !value.is_object() {
             return Err(ApiError::bad_request(
                 "the body of the request was in an unknown format",
@@ -769,40 +975,134 @@ impl Store {
             ));
         }
         match meta_str(&value, "resourceVersion") {
-            Some(rv) if !rv.is_empty() && rv != old.obj.rv.to_string() => {
+            Some(rv) if !rv.is_empty() && rv != old_obj.rv.to_string() => {
                 return Err(ApiError::conflict(&info.api.plural, name).with_group(&info.api.group));
             }
             _ => {}
         }
+        let api = ctx.endpoint != Endpoint::Raw;
+        let now = now_rfc3339();
+        strategy::prepare_update(&info, ctx.endpoint, &old_value, &mut value);
+        let crd = crd::is_crd(&info);
+        if crd {
+            crd::prepare(&mut value, &now)?;
+            // The controllers' conditions keep their first transition time.
+            if value
+                .get("status")
+                .and_then(|s| s.get("conditions"))
+                .map(strip_times)
+                == old_value
+                    .get("status")
+                    .and_then(|s| s.get("conditions"))
+                    .map(strip_times)
+            {
+                value["status"]["conditions"] = old_value["status"]["conditions"].clone();
+            }
+        }
         omit_empty(&info, &mut value);
         value["kind"] = json!(info.api.kind);
         value["apiVersion"] = json!(info.api.api_version());
-        let old_meta = old.value.get("metadata").cloned().unwrap_or_default();
-        let spec_changed = value.get("spec") != old.value.get("spec");
+        let old_meta = old_value.get("metadata").cloned().unwrap_or_default();
         let m = meta_mut(&mut value);
         m.insert("name".into(), json!(name));
         match &ns {
             Some(ns) => m.insert("namespace".into(), json!(ns)),
             None => m.remove("namespace"),
         };
-        for f in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
+        let mut kept = vec!["uid", "creationTimestamp", "generation", "resourceVersion"];
+        if api {
+            kept.extend(["deletionTimestamp", "deletionGracePeriodSeconds"]);
+            if !m.contains_key("managedFields") {
+                kept.push("managedFields");
+            }
+        }
+        for f in kept {
             match old_meta.get(f) {
                 Some(v) => m.insert(f.into(), v.clone()),
                 None => m.remove(f),
             };
         }
-        if value == old.value {
-            return Ok(old.obj.clone()); // no-op update: no new RV, no event
+        let finalizers = |v: &Value| -> Vec<Value> {
+            v.get("metadata")
+                .and_then(|m| m.get("finalizers"))
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let being_deleted = old_meta
+            .get("deletionTimestamp")
+            .is_some_and(|t| !t.is_null());
+        if api && being_deleted {
+            let old_f = finalizers(&old_value);
+            let extra: Vec<String> = finalizers(&value)
+                .iter()
+                .filter(|f| !old_f.contains(f))
+                .filter_map(|f| f.as_str().map(|s| format!("{s:?}")))
+                .collect();
+            if !extra.is_empty() {
+                return Err(ApiError::invalid(
+                    &info.api.kind,
+                    name,
+                    "metadata.finalizers",
+                    "FieldValueForbidden",
+                    format!(
+                        "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        extra.join(", ")
+                    ),
+                )
+                .with_group(&info.api.group));
+            }
         }
-        let prev = old.obj.clone();
-        g.rv += 1;
-        let rv = g.rv;
+        if let Some(manager) = ctx.manager.as_deref().filter(|_| !ctx.apply) {
+            apply::record_update(
+                &info,
+                Some(&old_value),
+                &mut value,
+                manager,
+                ctx.subresource(),
+                &now,
+            );
+        }
+        if value == old_value {
+            return Ok(old_obj); // no-op update: no new RV, no event
+        }
+        let bump = if api || crd || !info.builtin {
+            ctx.endpoint != Endpoint::Status
+                && strategy::bumps_generation(&info, &old_value, &value)
+        } else {
+            value.get("spec") != old_value.get("spec")
+        };
         let m = meta_mut(&mut value);
-        m.insert("resourceVersion".into(), json!(rv.to_string()));
-        if spec_changed && let Some(gen_) = m.get("generation").and_then(Value::as_i64) {
+        if bump && let Some(gen_) = m.get("generation").and_then(Value::as_i64) {
             m.insert("generation".into(), json!(gen_ + 1));
         }
+        // Removing the last finalizer of an object being deleted deletes it.
+        let finalized =
+            being_deleted && !finalizers(&old_value).is_empty() && finalizers(&value).is_empty();
+        if ctx.dry_run {
+            let (obj, _) = Obj::encode(EventType::Modified, &info, &value, old_obj.rv);
+            return Ok(obj);
+        }
+        g.rv += 1;
+        let rv = g.rv;
+        meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
+        if finalized {
+            g.objects[idx].remove(&k);
+            let (obj, frame) = Obj::encode(EventType::Deleted, &info, &value, rv);
+            self.record(
+                g,
+                idx,
+                EventType::Deleted,
+                (obj.clone(), frame),
+                Some(old_obj),
+            );
+            if crd {
+                self.withdraw_crd(g, &value);
+            }
+            return Ok(obj);
+        }
         let (obj, frame) = Obj::encode(EventType::Modified, &info, &value, rv);
+        let served = crd.then(|| value.clone());
         g.objects[idx].insert(
             k,
             Entry {
@@ -811,17 +1111,20 @@ impl Store {
             },
         );
         self.record(
-            &mut g,
+            g,
             idx,
             EventType::Modified,
             (obj.clone(), frame),
-            Some(prev),
+            Some(old_obj),
         );
+        if let Some(crd_value) = served {
+            self.serve_crd(g, &crd_value);
+        }
         Ok(obj)
     }
 
-    /// Deletes `name`; returns the last state stamped with the deletion RV.
-    /// `preconditions` are DeleteOptions.preconditions (`uid`, `resourceVersion`).
+    /// Deletes `name` as a privileged writer; returns the last state stamped with the deletion
+    /// RV. `preconditions` are DeleteOptions.preconditions (`uid`, `resourceVersion`).
     pub fn delete(
         &self,
         idx: usize,
@@ -829,13 +1132,31 @@ impl Store {
         name: &str,
         preconditions: Option<&Value>,
     ) -> Result<Arc<Obj>, ApiError> {
+        let opts = DeleteOpts {
+            preconditions: preconditions.cloned(),
+            immediate: true,
+            ..DeleteOpts::default()
+        };
+        self.delete_with(idx, ns, name, &opts).map(|(o, _)| o)
+    }
+
+    /// Deletes `name` with DeleteOptions. Returns the object and whether it is gone: an object
+    /// with finalizers (after the propagation policy's) is only marked (`deletionTimestamp`), as
+    /// is a Pod bound to a node with a grace period (no kubelet ever confirms it).
+    pub fn delete_with(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<(Arc<Obj>, bool), ApiError> {
         let mut g = self.lock();
         let info = g.registry.list()[idx].clone();
         let k = key(Self::scope(&info, ns).as_deref(), name);
         let Some(old) = g.objects[idx].get(&k) else {
             return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
-        if let Some(p) = preconditions {
+        if let Some(p) = &opts.preconditions {
             let uid_ok = p
                 .get("uid")
                 .and_then(Value::as_str)
@@ -848,9 +1169,94 @@ impl Store {
                 return Err(ApiError::conflict(&info.api.plural, name).with_group(&info.api.group));
             }
         }
+        let mut value = old.value.clone();
+        let old_obj = old.obj.clone();
+        let being_deleted = meta_str(&value, "deletionTimestamp").is_some();
+        let mut finalizers: Vec<Value> = value
+            .get("metadata")
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let gc_finalizer = match opts.propagation.as_deref() {
+            Some("Orphan") => Some("orphan"),
+            Some("Foreground") => Some("foregroundDeletion"),
+            _ => None,
+        };
+        if let Some(f) = gc_finalizer
+            && !being_deleted
+            && !finalizers.contains(&json!(f))
+        {
+            finalizers.push(json!(f));
+        }
+        // A Pod on a node waits for its kubelet for the grace period; unscheduled or finished
+        // Pods, and a grace period of 0, go at once.
+        let pod_grace = if info.builtin && info.api.kind == "Pod" && info.api.group.is_empty() {
+            let bound = value["spec"]
+                .get("nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty());
+            let phase = value["status"]
+                .get("phase")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let grace = opts.grace_period.unwrap_or_else(|| {
+                value["spec"]
+                    .get("terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(30)
+            });
+            (bound && phase != "Succeeded" && phase != "Failed" && grace > 0).then_some(grace)
+        } else {
+            None
+        };
+        let pending =
+            !opts.immediate && (!finalizers.is_empty() || (pod_grace.is_some() && !being_deleted));
+        if pending {
+            let m = meta_mut(&mut value);
+            if !being_deleted {
+                let grace = pod_grace.unwrap_or(0);
+                let at = SystemTime::now() + Duration::from_secs(grace.max(0) as u64);
+                m.insert(
+                    "deletionTimestamp".into(),
+                    json!(informer::model::time::format_rfc3339(at)),
+                );
+                m.insert("deletionGracePeriodSeconds".into(), json!(grace));
+                m.insert("finalizers".into(), Value::Array(finalizers));
+            }
+            if value == old.value || opts.dry_run {
+                let (obj, _) = Obj::encode(EventType::Modified, &info, &value, old_obj.rv);
+                return Ok((if value == old.value { old_obj } else { obj }, false));
+            }
+            g.rv += 1;
+            let rv = g.rv;
+            meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
+            let (obj, frame) = Obj::encode(EventType::Modified, &info, &value, rv);
+            g.objects[idx].insert(
+                k,
+                Entry {
+                    obj: obj.clone(),
+                    value,
+                },
+            );
+            self.record(
+                &mut g,
+                idx,
+                EventType::Modified,
+                (obj.clone(), frame),
+                Some(old_obj),
+            );
+            return Ok((obj, false));
+        }
+        if opts.dry_run {
+            return Ok((old_obj, true));
+        }
         let Some(old) = g.objects[idx].remove(&k) else {
             return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
+        if crd::is_crd(&info) {
+            self.withdraw_crd(&mut g, &old.value);
+        }
         g.rv += 1;
         let rv = g.rv;
         let mut value = old.value;
@@ -863,7 +1269,84 @@ impl Store {
             (obj.clone(), frame),
             Some(old.obj),
         );
-        Ok(obj)
+        Ok((obj, true))
+    }
+
+    /// Serves the resources of a created or updated CRD (a resource already served as the CRD
+    /// says keeps its watch cache) and stops serving the versions it no longer serves.
+    fn serve_crd(&self, g: &mut Inner, crd_value: &Value) {
+        let wanted = crd::served_resources(crd_value);
+        let group = crd_value["spec"]["group"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let plural = crd_value["spec"]["names"]["plural"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let current: Vec<usize> = (0..g.registry.list().len())
+            .filter(|&i| {
+                let r = &g.registry.list()[i];
+                !r.builtin
+                    && r.api.group == group
+                    && r.api.plural == plural
+                    && g.registry
+                        .find_path(&r.api.group, &r.api.version, &r.api.plural)
+                        == Some(i)
+            })
+            .collect();
+        for i in current {
+            let version = g.registry.list()[i].api.version.to_string();
+            if !wanted.iter().any(|w| w.api.version == version) {
+                self.drop_resource(g, i);
+            }
+        }
+        for info in wanted {
+            let same = g
+                .registry
+                .find_path(&info.api.group, &info.api.version, &info.api.plural)
+                .map(|i| g.registry.list()[i].clone())
+                .is_some_and(|r| {
+                    r.api == info.api
+                        && r.status_subresource == info.status_subresource
+                        && r.scale == info.scale
+                        && r.short_names == info.short_names
+                });
+            if !same {
+                Self::register_locked(g, info);
+            }
+        }
+    }
+
+    /// Stops serving a deleted CRD's resources; their objects go (DELETED events), as the
+    /// apiserver's cleanup finalizer deletes them.
+    fn withdraw_crd(&self, g: &mut Inner, crd_value: &Value) {
+        let group = crd_value["spec"]["group"].as_str().unwrap_or("");
+        let plural = crd_value["spec"]["names"]["plural"].as_str().unwrap_or("");
+        let served: Vec<usize> = (0..g.registry.list().len())
+            .filter(|&i| {
+                let r = &g.registry.list()[i];
+                !r.builtin && r.api.group == group && r.api.plural == plural
+            })
+            .collect();
+        for i in served {
+            self.drop_resource(g, i);
+        }
+    }
+
+    /// Deletes every object of resource `idx` (one DELETED event each) and stops serving it.
+    fn drop_resource(&self, g: &mut Inner, idx: usize) {
+        let info = g.registry.list()[idx].clone();
+        let objects = std::mem::take(&mut g.objects[idx]);
+        for (_, e) in objects {
+            g.rv += 1;
+            let rv = g.rv;
+            let mut value = e.value;
+            meta_mut(&mut value).insert("resourceVersion".into(), json!(rv.to_string()));
+            let (obj, frame) = Obj::encode(EventType::Deleted, &info, &value, rv);
+            self.record(g, idx, EventType::Deleted, (obj, frame), Some(e.obj));
+        }
+        g.registry.withdraw(idx);
     }
 
     /// One page of `idx` in `ns` (None = all namespaces), from `start` (relative key, inclusive).
@@ -1009,12 +1492,5 @@ mod tests {
         let u = uuid(&mut crate::rng::Rng::with_seed(1));
         assert_eq!(u.len(), 36);
         assert_eq!(u.as_bytes()[14], b'4');
-    }
-
-    #[test]
-    fn merge_patch_rfc7386() {
-        let mut t = json!({"a":"b","c":{"d":"e","f":"g"}});
-        merge_patch(&mut t, &json!({"a":"z","c":{"f":null}}));
-        assert_eq!(t, json!({"a":"z","c":{"d":"e"}}));
     }
 }

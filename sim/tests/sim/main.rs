@@ -19,3 +19,4 @@ mod kubectl;
 mod protocol;
 mod throughput;
 mod tls;
+mod writes;

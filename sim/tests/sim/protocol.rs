@@ -613,7 +613,7 @@ async fn writes_over_http() {
             assert_eq!(s, 200, "{ct}");
             assert_eq!(p["metadata"]["labels"]["tier"], "db");
         }
-        let (s, _) = send_json(addr, "PATCH", &format!("{EP}/svc-5"), "application/json-patch+json", &json!([])).await;
+        let (s, _) = send_json(addr, "PATCH", &format!("{EP}/svc-5"), "text/plain", &json!([])).await;
         assert_eq!(s, 415);
         // GET missing: byte-exact 404.
         let mut c = Conn::open(addr, "GET", &format!("{EP}/nope"), &[], None).await;
