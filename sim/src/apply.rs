@@ -664,7 +664,11 @@ pub(crate) fn apply(
     // Conflicts: applied leaves whose value changes and that another manager owns.
     let mut conflicts: Vec<(usize, Vec<String>)> = Vec::new();
     for path in applied_set.leaves() {
-        if value_at(live_value, &path) == value_at(&result, &path) {
+        // A map applied empty (`data: {}`) is granular: its keys are fields of their own, and
+        // the map is never one value that could conflict (the apiserver lets alpha apply
+        // `data: {}` while beta owns `data.k`: the differential writes test).
+        let granular_map = value_at(applied, &path).is_some_and(Value::is_object);
+        if granular_map || value_at(live_value, &path) == value_at(&result, &path) {
             continue;
         }
         for (i, e) in entries.iter().enumerate() {
@@ -718,7 +722,7 @@ fn conflict_error(entries: &[Entry], conflicts: &[(usize, Vec<String>)]) -> ApiE
     let causes: Vec<Value> = conflicts
         .iter()
         .map(|(i, p)| {
-            json!({"type": "FieldManagerConflict",
+            json!({"reason": "FieldManagerConflict",
                    "message": format!("conflict with {}", who(&entries[*i])),
                    "field": display_path(p)})
         })

@@ -1157,16 +1157,39 @@ impl Store {
             return Err(ApiError::not_found(&info.api.plural, name).with_group(&info.api.group));
         };
         if let Some(p) = &opts.preconditions {
-            let uid_ok = p
-                .get("uid")
-                .and_then(Value::as_str)
-                .is_none_or(|u| Some(u) == meta_str(&old.value, "uid"));
-            let rv_ok = p
+            // The apiserver's messages (`Preconditions.Check` in the storage layer), which name
+            // the kind, not the resource.
+            let uid = meta_str(&old.value, "uid").unwrap_or("");
+            let rv = old.obj.rv.to_string();
+            let failed = |what: &str, wanted: &str, had: &str, why: &str| {
+                ApiError::new(
+                    409,
+                    "Conflict",
+                    format!(
+                        "Operation cannot be fulfilled on {} {name:?}: the {what} in the precondition ({wanted}) does not match the {what} in record ({had}). {why}",
+                        info.api.kind
+                    ),
+                )
+            };
+            if let Some(u) = p.get("uid").and_then(Value::as_str).filter(|u| *u != uid) {
+                return Err(failed(
+                    "UID",
+                    u,
+                    uid,
+                    "The object might have been deleted and then recreated",
+                ));
+            }
+            if let Some(r) = p
                 .get("resourceVersion")
                 .and_then(Value::as_str)
-                .is_none_or(|r| r == old.obj.rv.to_string());
-            if !uid_ok || !rv_ok {
-                return Err(ApiError::conflict(&info.api.plural, name).with_group(&info.api.group));
+                .filter(|r| *r != rv)
+            {
+                return Err(failed(
+                    "ResourceVersion",
+                    r,
+                    &rv,
+                    "The object might have been modified",
+                ));
             }
         }
         let mut value = old.value.clone();

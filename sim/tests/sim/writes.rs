@@ -160,7 +160,8 @@ async fn patch_types() {
         assert_eq!((s, p["data"]["b"].as_str()), (200, Some("2")));
         let (s, st) = send_json(addr, "PATCH", &url, "application/json-patch+json", &json!([{"op": "test", "path": "/data/a", "value": "9"}])).await;
         assert_eq!((s, st["reason"].as_str()), (422, Some("Invalid")));
-        assert_eq!(st["details"]["causes"][0]["message"], "testing value /data/a failed: test failed");
+        // No causes: the 1.20 server drops the patch library's error (the real-apiserver refusals test).
+        assert!(st["details"]["causes"].is_null(), "{st}");
         let (s, _) = send_json(addr, "PATCH", &format!("{CM}/missing"), MERGE, &json!({})).await;
         assert_eq!(s, 404);
         // Strategic merge on a pod merges containers by name.
@@ -174,7 +175,7 @@ async fn patch_types() {
         send_json(addr, "POST", WIDGETS, JSON, &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})).await;
         let (s, st) = send_json(addr, "PATCH", &format!("{WIDGETS}/w"), "application/strategic-merge-patch+json", &json!({})).await;
         assert_eq!((s, st["reason"].as_str()), (415, Some("UnsupportedMediaType")));
-        assert_eq!(st["message"], "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml");
+        assert_eq!(st["message"], "415: Unsupported Media Type");
     })
     .await
     .unwrap();
@@ -234,7 +235,7 @@ async fn server_side_apply() {
         let (s, st) = send_json(addr, "PATCH", &format!("{url}?fieldManager=op"), APPLY, &cfg("a")).await;
         assert_eq!((s, st["reason"].as_str()), (409, Some("Conflict")));
         assert_eq!(st["message"], "Apply failed with 1 conflict: conflict with \"sim-test\" using v1: .data.key");
-        assert_eq!(st["details"]["causes"][0], json!({"type": "FieldManagerConflict", "message": "conflict with \"sim-test\" using v1", "field": ".data.key"}));
+        assert_eq!(st["details"]["causes"][0], json!({"reason": "FieldManagerConflict", "message": "conflict with \"sim-test\" using v1", "field": ".data.key"}));
         let (s, f) = send_json(addr, "PATCH", &format!("{url}?fieldManager=op&force=true"), APPLY, &cfg("a")).await;
         assert_eq!((s, f["data"]["key"].as_str()), (200, Some("a")));
         let rv = sim.resource_version();
