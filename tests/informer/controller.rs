@@ -70,7 +70,7 @@ fn stop_signal() -> (oneshot::Sender<()>, impl Future<Output = ()>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() {
+async fn events_reach_reconcile_with_the_current_object_and_a_deleted_one_is_not_reconciled() {
     const INITIAL: usize = 30;
     let sim = Simulator::start().await.unwrap();
     for i in 0..INITIAL {
