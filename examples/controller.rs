@@ -4,22 +4,25 @@
 //!
 //! Run: `cargo run --release --example controller -- [--seconds 5]`
 //!
-//! The wiring is client-go's sample-controller: the Service informer enqueues each Service's key,
-//! the EndpointSlice informer enqueues the key of each slice's controlling owner (its Service);
-//! four workers reconcile a key by reading the Service and its slices (by index) from the
-//! informers' stores, never from the apiserver. A reconcile
-//! * fails (retried with the queue's rate limiter) when an address is in two of the service's
-//!   slices at once, which the churn does briefly while it moves an endpoint between slices;
+//! The wiring is kube-rs's `Controller` (client-go's sample-controller): the Service informer
+//! enqueues each Service's ref, the EndpointSlice informer the ref of each slice's controlling
+//! owner (its Service); four workers reconcile a Service, read from the Service informer's
+//! store, with a context holding the slice store, whose index gives its slices; nothing is read
+//! from the apiserver. A reconcile
+//! * fails when an address is in two of the service's slices at once, which the churn does
+//!   briefly while it moves an endpoint between slices: the error is logged (set
+//!   `RUST_LOG`-style filtering in your own subscriber; this example installs none) and the
+//!   default error policy retries it with the queue's per-key backoff;
 //! * asks to be requeued after 500 ms while some endpoint is not ready (a stand-in for polling
 //!   something outside the cluster);
-//! * is done otherwise, or when the Service is gone.
+//! * is done otherwise. A deleted Service is not reconciled (counted as absent): cleanup is what
+//!   finalizers are for.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use informer::workqueue::{Action, InformerController};
+use informer::workqueue::{Action, Controller, ObjectRef};
 use informer::{Client, Config, EndpointSlice, InformerFactory, Service, Store};
 use informer_sim::Simulator;
 use informer_sim::churn::{Churn, ChurnConfig};
@@ -77,44 +80,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .collect()
         }),
     )?;
-    let controller = InformerController::new(&services, WORKERS).owns(&slices);
+    let controller = Controller::new(&services, WORKERS).owns(&slices);
     let queue = controller.queue().clone();
     factory.start();
 
-    let absent = Arc::new(AtomicU64::new(0));
-    let reconcile = {
-        let (slices, absent) = (Arc::clone(slices.store()), Arc::clone(&absent));
-        move |key: String, services: Arc<Store<Service>>| {
-            let (slices, absent) = (Arc::clone(&slices), Arc::clone(&absent));
-            async move {
-                if services.get_key(&key).is_none() {
-                    // Deleted: a real controller would clean up what it made for the Service.
-                    absent.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Action::Done);
+    /// What every reconcile shares: the slices' store (its index finds a Service's slices).
+    struct Context {
+        slices: Arc<Store<EndpointSlice>>,
+    }
+    async fn reconcile(service: Arc<Service>, ctx: Arc<Context>) -> Result<Action, String> {
+        let key = ObjectRef::from_obj(&*service).to_string();
+        let slices = ctx
+            .slices
+            .by_index(BY_SERVICE, &key)
+            .map_err(|e| e.to_string())?;
+        let mut addresses = HashSet::new();
+        let mut not_ready = 0;
+        for endpoint in slices.iter().flat_map(|slice| &slice.endpoints) {
+            for address in &endpoint.addresses {
+                if !addresses.insert(address) {
+                    return Err(format!("{key}: {address} is in two slices"));
                 }
-                let slices = slices
-                    .by_index(BY_SERVICE, &key)
-                    .map_err(|e| e.to_string())?;
-                let mut addresses = HashSet::new();
-                let mut not_ready = 0;
-                for endpoint in slices.iter().flat_map(|slice| &slice.endpoints) {
-                    for address in &endpoint.addresses {
-                        if !addresses.insert(address) {
-                            return Err(format!("{key}: {address} is in two slices"));
-                        }
-                    }
-                    if endpoint.conditions.ready == Some(false) {
-                        not_ready += 1;
-                    }
-                }
-                Ok(if not_ready > 0 {
-                    Action::RequeueAfter(Duration::from_millis(500))
-                } else {
-                    Action::Done
-                })
+            }
+            if endpoint.conditions.ready == Some(false) {
+                not_ready += 1;
             }
         }
-    };
+        Ok(if not_ready > 0 {
+            Action::RequeueAfter(Duration::from_millis(500))
+        } else {
+            Action::Done
+        })
+    }
+    let ctx = Arc::new(Context {
+        slices: Arc::clone(slices.store()),
+    });
 
     // One progress line a second, from the queue's metrics.
     let progress = {
@@ -142,7 +142,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let start = Instant::now();
     let summary = controller
-        .run(reconcile, tokio::time::sleep(Duration::from_secs(seconds)))
+        .run(
+            reconcile,
+            ctx,
+            tokio::time::sleep(Duration::from_secs(seconds)),
+        )
         .await;
     let ran = start.elapsed();
     progress.abort();
@@ -158,12 +162,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         services.store().len()
     );
     println!(
-        "  reconciles        {} ({} done, {} requeued after 500 ms, {} errors retried with backoff, {} absent)",
-        summary.done + summary.requeued_after + summary.failed,
+        "  reconciles        {} ({} done, {} requeued after 500 ms, {} errors retried with backoff, \
+         {} panics); {} deleted Services not reconciled",
+        summary.done + summary.requeued_after + summary.failed + summary.panicked,
         summary.done,
         summary.requeued_after,
         summary.failed,
-        absent.load(Ordering::Relaxed)
+        summary.panicked,
+        summary.absent
     );
     println!(
         "  queue             {} adds, {} retries, depth {} and {} in flight at the end",

@@ -486,11 +486,11 @@ impl Drop for Ended {
     }
 }
 
-/// One replica: an elector through `relay`, and an InformerController on ConfigMaps (straight
+/// One replica: an elector through `relay`, and a Controller on ConfigMaps (straight
 /// to the simulator) run under its fence. A ConfigMap named `stuck-*` never finishes its
 /// reconcile.
 fn replica(sim: &Simulator, relay: &Relay, identity: &str, work: &Work) -> JoinHandle<()> {
-    use informer::workqueue::{Action, InformerController};
+    use informer::workqueue::{Action, Controller, ObjectRef};
     use informer::{ConfigMap, InformerFactory};
     let elector = LeaderElector::new(
         client(&relay.url()),
@@ -503,7 +503,7 @@ fn replica(sim: &Simulator, relay: &Relay, identity: &str, work: &Work) -> JoinH
     .jitter_seed(identity.len() as u64);
     let fence = elector.fence();
     let factory = InformerFactory::new(client(sim.url()));
-    let controller = InformerController::new(&factory.informer::<ConfigMap>(Some(NS)), 2);
+    let controller = Controller::new(&factory.informer::<ConfigMap>(Some(NS)), 2);
     factory.start();
     let (identity, work) = (identity.to_string(), work.clone());
     tokio::spawn(async move {
@@ -511,9 +511,10 @@ fn replica(sim: &Simulator, relay: &Relay, identity: &str, work: &Work) -> JoinH
         controller
             .run_fenced(
                 fence,
-                move |key, _store, token: FencingToken| {
+                move |cm: Arc<ConfigMap>, _ctx: Arc<()>, token: FencingToken| {
                     let (identity, work) = (identity.clone(), work.clone());
                     async move {
+                        let key = ObjectRef::from_obj(&*cm).to_string();
                         let entry = (identity, key.clone(), token.transitions);
                         work.lock().unwrap().push((
                             Instant::now(),
@@ -535,6 +536,7 @@ fn replica(sim: &Simulator, relay: &Relay, identity: &str, work: &Work) -> JoinH
                         Ok::<_, String>(Action::Done)
                     }
                 },
+                Arc::new(()),
                 std::future::pending(),
             )
             .await;

@@ -1,4 +1,4 @@
-//! Three replicas of one `InformerController` in one process, each a shard of a
+//! Three replicas of one `Controller` in one process, each a shard of a
 //! timebertt/kubernetes-controller-sharding ring (issue #32), on the simulator. The test plays the
 //! sharder: it labels objects for shards, asks for drains and relabels the objects of a stopped
 //! shard. Real time, not a paused clock: informers hand events to handler threads, which a paused
@@ -13,7 +13,7 @@ use informer::reflector::ReflectorOptions;
 use informer::sharding::{
     Assignment, LABEL_CONTROLLER_RING, LABEL_STATE, Shard, drain_label, shard_label,
 };
-use informer::workqueue::{Action, InformerController};
+use informer::workqueue::{Action, Controller, ObjectRef};
 use informer::{Client, Config, ConfigMap, InformerFactory};
 use informer_sim::Simulator;
 use serde_json::{Value, json};
@@ -49,7 +49,7 @@ fn replica(sim: &Simulator, name: &str, log: &Reconciled) -> (JoinHandle<()>, on
             ..Default::default()
         },
     );
-    let controller = InformerController::new(&factory.informer::<ConfigMap>(Some(NS)), 2);
+    let controller = Controller::new(&factory.informer::<ConfigMap>(Some(NS)), 2);
     factory.start();
     let (fence, assigner) = (shard.fence(), shard.assigner());
     let (stop, stopped) = oneshot::channel::<()>();
@@ -62,23 +62,19 @@ fn replica(sim: &Simulator, name: &str, log: &Reconciled) -> (JoinHandle<()>, on
         controller
             .run_fenced(
                 fence,
-                move |key, configmaps, _token| {
-                    let (assigner, client, name, log) =
-                        (assigner.clone(), client.clone(), name.clone(), log.clone());
+                move |cm: Arc<ConfigMap>, client: Arc<Client>, _token| {
+                    let (assigner, name, log) = (assigner.clone(), name.clone(), log.clone());
                     async move {
-                        // Owned: the store's guard must not be held across the patch's await.
-                        let Some(cm) = configmaps.get_key(&key).map(|cm| ConfigMap::clone(&cm))
-                        else {
-                            return Ok(Action::Done);
-                        };
+                        let key = ObjectRef::from_obj(&*cm).to_string();
                         match assigner.assignment(&cm.metadata) {
-                            Assignment::Drain => assigner.acknowledge_drain(&client, &cm).await?,
+                            Assignment::Drain => assigner.acknowledge_drain(&client, &*cm).await?,
                             Assignment::Elsewhere => {}
                             Assignment::Ours => log.lock().unwrap().push((name, key)),
                         }
                         Ok::<_, informer::Error>(Action::Done)
                     }
                 },
+                Arc::new(client),
                 async {
                     let _ = stopped.await;
                 },

@@ -142,8 +142,8 @@ impl LeaderElector {
 
     /// The fence: `Some(token)` while this elector leads and its last successful write was sent
     /// less than RenewDeadline ago, `None` otherwise. Give it to
-    /// [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced) or
-    /// [`InformerController::run_fenced`](crate::workqueue::InformerController::run_fenced).
+    /// [`Controller::run_fenced`](crate::workqueue::Controller::run_fenced) or
+    /// [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced).
     ///
     /// ```
     /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
@@ -196,6 +196,14 @@ impl LeaderElector {
             match wait(shutdown.as_mut(), deadline, next_attempt).await {
                 Wake::Shutdown => break,
                 Wake::Deadline => {
+                    if election.leading.is_some() {
+                        tracing::warn!(
+                            lease = %self.lock.describe(),
+                            identity = %self.identity,
+                            "lost the lease: no renewal succeeded within the renew deadline; \
+                             fence closed"
+                        );
+                    }
                     self.stop_leading(&mut election);
                     continue;
                 }
@@ -219,6 +227,12 @@ impl LeaderElector {
                     let newly = election.leading.is_none();
                     election.leading = Some((fence_until, token.clone()));
                     if newly {
+                        tracing::info!(
+                            lease = %self.lock.describe(),
+                            identity = %self.identity,
+                            transitions = token.transitions,
+                            "became leader"
+                        );
                         self.fence.send_replace(Some(token.clone()));
                         let _ = self.events.send(LeadershipEvent::StartedLeading(token));
                     }
@@ -227,10 +241,26 @@ impl LeaderElector {
                 Outcome::HeldByOther { expires } => {
                     // Someone else holds a valid Lease: whatever this elector believed, it
                     // does not lead any more.
+                    if election.leading.is_some() {
+                        tracing::warn!(
+                            lease = %self.lock.describe(),
+                            identity = %self.identity,
+                            holder = election.reported_leader.as_deref().unwrap_or_default(),
+                            "lost the lease to another holder; fence closed"
+                        );
+                    }
                     self.stop_leading(&mut election);
                     next_attempt = self.follower_retry().min(expires);
                 }
                 Outcome::Failed => {
+                    if let Some((fence_until, _)) = &election.leading {
+                        tracing::warn!(
+                            lease = %self.lock.describe(),
+                            identity = %self.identity,
+                            fence_closes_in = ?fence_until.saturating_duration_since(Instant::now()),
+                            "renewing the lease failed; retrying"
+                        );
+                    }
                     next_attempt = if election.leading.is_some() {
                         sent + self.config.retry_period
                     } else {
@@ -317,10 +347,16 @@ impl LeaderElector {
             Ok(None) => {
                 return match self.lock.create(&record, &self.labels).await {
                     Ok(written) => self.wrote(election, written, now),
-                    Err(_) => Outcome::Failed,
+                    Err(error) => {
+                        tracing::debug!(%error, "creating the lease failed");
+                        Outcome::Failed
+                    }
                 };
             }
-            Err(_) => return Outcome::Failed,
+            Err(error) => {
+                tracing::debug!(%error, "reading the lease failed");
+                return Outcome::Failed;
+            }
         };
         Self::observe(election, current.clone(), Instant::now());
 
@@ -342,7 +378,10 @@ impl LeaderElector {
         }
         match self.lock.update(&current, &record, &self.labels).await {
             Ok(written) => self.wrote(election, written, now),
-            Err(_) => Outcome::Failed,
+            Err(error) => {
+                tracing::debug!(%error, "updating the lease failed (a lost race is a conflict)");
+                Outcome::Failed
+            }
         }
     }
 
@@ -375,9 +414,27 @@ impl LeaderElector {
             lease_transitions: observed.spec.lease_transitions,
         };
         let write = self.lock.update(&observed, &record, &self.labels);
-        if let Ok(Ok(written)) = tokio::time::timeout(self.config.renew_deadline, write).await {
-            Self::observe(election, written, Instant::now());
-            self.report_leader(election);
+        match tokio::time::timeout(self.config.renew_deadline, write).await {
+            Ok(Ok(written)) => {
+                tracing::info!(
+                    lease = %self.lock.describe(),
+                    identity = %self.identity,
+                    "released the lease"
+                );
+                Self::observe(election, written, Instant::now());
+                self.report_leader(election);
+            }
+            Ok(Err(error)) => tracing::warn!(
+                lease = %self.lock.describe(),
+                identity = %self.identity,
+                %error,
+                "releasing the lease failed; it expires by itself"
+            ),
+            Err(_) => tracing::warn!(
+                lease = %self.lock.describe(),
+                identity = %self.identity,
+                "releasing the lease timed out; it expires by itself"
+            ),
         }
     }
 }

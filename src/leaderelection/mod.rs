@@ -33,7 +33,8 @@
 //! otherwise. Another candidate can take the Lease only LeaseDuration after it first saw that
 //! write, which it cannot see before it was sent: so on one clock the fence closes
 //! LeaseDuration − RenewDeadline (5 s by default) before anyone else can lead.
-//! [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced) cancels the reconciles
+//! [`Controller::run_fenced`](crate::workqueue::Controller::run_fenced) (and the lower
+//! [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced)) cancels the reconciles
 //! in flight when the fence closes and starts none until it opens again.
 //!
 //! **Clock-rate skew.** Replicas measure on their own clocks. If the leader's clock runs slower
@@ -50,6 +51,13 @@
 //! objects it changes (an annotation, say) so that a later reader or an admission webhook can
 //! reject the stale writer; nothing in the apiserver does that by itself.
 //!
+//! # Tracing
+//!
+//! At info: became leader, released the Lease. At warn: a failed renewal while leading, the
+//! Lease lost (renew deadline passed, or another holder seen), a failed release. At debug: the
+//! error of each failed read, create or update. Each carries the Lease (`namespace/name`) and
+//! this elector's identity, formatted only if a subscriber wants the event.
+//!
 //! # Example
 //!
 //! ```no_run
@@ -59,7 +67,7 @@
 //! let mut elector = LeaderElector::new(client, "default", "my-controller", "pod-a",
 //!                                      LeaderElectionConfig::default())?;
 //! let mut events = elector.events();
-//! let fence = elector.fence(); // for WorkerPool::run_fenced
+//! let fence = elector.fence(); // for Controller::run_fenced
 //! tokio::spawn(elector.run(async { /* wait for SIGTERM */ }));
 //! while let Some(event) = events.recv().await {
 //!     match event {

@@ -31,8 +31,9 @@
 //! use informer::leaderelection::LeaderElectionConfig;
 //! use informer::reflector::ReflectorOptions;
 //! use informer::sharding::{Assignment, Shard};
-//! use informer::workqueue::{Action, InformerController};
+//! use informer::workqueue::{Action, Controller};
 //! use informer::{ConfigMap, InformerFactory};
+//! use std::sync::Arc;
 //!
 //! let shard = Shard::new(client.clone(), "operator-system", "my-ring", "my-operator-0",
 //!                        LeaderElectionConfig::default())?;
@@ -40,25 +41,21 @@
 //!     label_selector: Some(shard.label_selector()),
 //!     ..Default::default()
 //! });
-//! let controller = InformerController::new(&factory.informer::<ConfigMap>(None), 4);
+//! let controller = Controller::new(&factory.informer::<ConfigMap>(None), 4);
 //! let (fence, assigner) = (shard.fence(), shard.assigner());
 //! tokio::spawn(shard.run(std::future::pending()));
 //! factory.start();
-//! controller.run_fenced(fence, move |key, configmaps, _token| {
-//!     let (assigner, client) = (assigner.clone(), client.clone());
+//! controller.run_fenced(fence, move |cm: Arc<ConfigMap>, client: Arc<informer::Client>, _token| {
+//!     let assigner = assigner.clone();
 //!     async move {
-//!         // Owned: the store's read guard is not held across an await.
-//!         let Some(cm) = configmaps.get_key(&key).map(|cm| ConfigMap::clone(&cm)) else {
-//!             return Ok(Action::Done);
-//!         };
 //!         match assigner.assignment(&cm.metadata) {
-//!             Assignment::Drain => assigner.acknowledge_drain(&client, &cm).await?,
+//!             Assignment::Drain => assigner.acknowledge_drain(&client, &*cm).await?,
 //!             Assignment::Elsewhere => {}
 //!             Assignment::Ours => { /* reconcile */ }
 //!         }
 //!         Ok::<_, informer::Error>(Action::Done)
 //!     }
-//! }, std::future::pending()).await;
+//! }, Arc::new(client), std::future::pending()).await;
 //! # Ok(()) }
 //! ```
 

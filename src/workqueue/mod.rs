@@ -34,12 +34,31 @@
 //! * [`WorkQueueMetrics`]: depth, adds, retries, queue latency, work duration, longest running
 //!   processor, unfinished work; the clock-based ones can be switched off with
 //!   [`set_timing_metrics`](WorkQueue::set_timing_metrics).
-//! * [`WorkerPool`]: N workers running an async `reconcile(key) -> Result<Action, E>` with
-//!   graceful shutdown (drain, or cancel after a grace period).
-//! * [`InformerController`]: a `WorkerPool` fed by shared informers' handlers (an object's own
-//!   key, its controlling owner's key, or any key function) whose reconcile reads the object
-//!   from the informer's [`Store`](crate::store::Store); workers start once the informers have
-//!   synced.
+//! * [`Controller`]: **the** way to reconcile Kubernetes objects (kube-rs's `Controller`,
+//!   client-go's sample-controller): shared informers' handlers enqueue [`ObjectRef`]s (an
+//!   object's own, its controlling owner's, or any mapper's), and workers call
+//!   `reconcile(Arc<K>, Arc<Ctx>) -> Result<Action, E>` with the object read from the primary
+//!   informer's [`Store`](crate::store::Store) at that moment; errors go to an
+//!   [`ErrorPolicy`] (by default [`Backoff`]), panics are caught and retried; workers start
+//!   once the informers have synced.
+//! * [`finalizer()`]: a reconcile under a finalizer (kube-rs's `runtime::finalizer`): the
+//!   finalizer is added on the first reconcile, `Cleanup` runs once the object is being
+//!   deleted, then the finalizer is removed so the apiserver finishes the deletion.
+//! * [`WorkerPool`]: the lower layer, N workers running an async
+//!   `reconcile(key) -> Result<Action, E>` over keys of your own, with graceful shutdown (drain,
+//!   or cancel after a grace period) and caught panics.
+//!
+//! One way per task: objects go through `Controller` (the string-key `InformerController`
+//! it replaced made every reconcile look its object up again and dropped errors silently),
+//! anything else through `WorkerPool`.
+//!
+//! # Tracing
+//!
+//! `shut_down` logs at info (once), a retry with backoff at debug (with the key), a panicking
+//! reconcile at error; a `Controller` adds a span per reconcile and logs errors at warn. There
+//! is no maximum number of retries, so nothing is ever dropped for retrying too often (the
+//! backoff caps at the rate limiter's maximum delay). Without a subscriber none of this
+//! formats anything.
 //!
 //! # Differences from client-go
 //!
@@ -82,17 +101,17 @@
 mod controller;
 mod delaying;
 mod finalizer;
-mod informer_controller;
 mod metrics;
 mod queue;
 mod rate_limiter;
+mod worker_pool;
 
-pub use controller::{Action, RunSummary, WorkerPool};
+pub use controller::{Backoff, Controller, ErrorPolicy, ObjectRef};
 pub use finalizer::{FinalizerError, FinalizerEvent, finalizer};
-pub use informer_controller::InformerController;
 pub use metrics::{DurationStats, WorkQueueMetrics};
 pub use queue::WorkQueue;
 pub use rate_limiter::{
     DefaultControllerRateLimiter, ItemExponentialRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, MaxWaitRateLimiter, RateLimiter, TokenBucketRateLimiter,
 };
+pub use worker_pool::{Action, RunSummary, WorkerPool};

@@ -451,8 +451,15 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// # }
     /// ```
     pub fn add_rate_limited(&self, key: K) {
+        self.add_rate_limited_after(key);
+    }
+
+    /// [`add_rate_limited`](Self::add_rate_limited), returning the delay the limiter chose (for
+    /// the worker pool's log line, which has the key's `Debug`; this queue does not need it).
+    pub(crate) fn add_rate_limited_after(&self, key: K) -> Duration {
         let delay = self.shared.limiter.when(&key);
         self.add_after(key, delay);
+        delay
     }
 
     /// Resets the rate limiter's history of `key` (after a success). The key still needs its
@@ -521,10 +528,14 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// assert!(queue.is_empty());
     /// ```
     pub fn shut_down(&self) {
-        {
+        let (already, depth, in_flight) = {
             let mut state = self.shared.lock();
             state.drain = false;
-            state.shutting_down = true;
+            let already = std::mem::replace(&mut state.shutting_down, true);
+            (already, state.queue.len(), state.in_flight)
+        };
+        if !already {
+            tracing::info!(depth, in_flight, "work queue shutting down");
         }
         self.shared.delayed.stop();
         self.shared.key_pushed.notify_waiters();
@@ -556,10 +567,18 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// # }
     /// ```
     pub async fn shut_down_with_drain(&self) {
-        {
+        let (already, depth, in_flight) = {
             let mut state = self.shared.lock();
             state.drain = true;
-            state.shutting_down = true;
+            let already = std::mem::replace(&mut state.shutting_down, true);
+            (already, state.queue.len(), state.in_flight)
+        };
+        if !already {
+            tracing::info!(
+                depth,
+                in_flight,
+                "work queue shutting down, draining in-flight keys"
+            );
         }
         self.shared.delayed.stop();
         self.shared.key_pushed.notify_waiters();

@@ -1,9 +1,12 @@
-//! `InformerController` against the simulator over real loopback HTTP: informer events reach
-//! reconcile as keys, reconcile reads the store's current object (absent once deleted), owner and
-//! label key functions, one worker per key at a time, workers start after the sync, and shutdown
-//! (drain, cancel after a grace period, before the sync).
+//! `Controller` against the simulator over real loopback HTTP: informer events reach reconcile
+//! as the store's current object with the user's context (not at all once deleted; with a
+//! deletionTimestamp like any other), owner and label mappers, errors through the error policy
+//! (backoff, or the policy's requeue), caught panics, requeue-after, one worker per object at a
+//! time, workers start after the sync, and shutdown (drain, cancel after a grace period, before
+//! the sync).
 //!
-//! No assertion on speed: waits are bounded but generous (the machine is shared).
+//! No assertion on speed: waits are bounded but generous (the machine is shared), and the only
+//! timing asserted is a lower bound (a delay asked for has passed), which load cannot break.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -12,14 +15,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informer::informer::InformerRequest;
-use informer::workqueue::{Action, InformerController, RunSummary};
+use informer::workqueue::{
+    Action, Controller, ItemExponentialRateLimiter, ObjectRef, RunSummary, WorkQueue,
+};
 use informer::{
-    Client, Config, ConfigMap, EndpointSlice, Informer, InformerFactory, Resource, Service, Store,
+    Client, Config, ConfigMap, EndpointSlice, Informer, InformerFactory, Resource, Service,
 };
 use informer_sim::Simulator;
 use informer_sim::churn::{Churn, ChurnConfig};
 use serde_json::{Value, json};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::time::Instant;
 use tokio::time::{sleep, timeout};
 
 /// Upper bound of every wait: far above what any step needs, even on a loaded machine.
@@ -64,7 +70,7 @@ fn stop_signal() -> (oneshot::Sender<()>, impl Future<Output = ()>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() {
+async fn events_reach_reconcile_with_the_current_object_and_a_deleted_one_is_not_reconciled() {
     const INITIAL: usize = 30;
     let sim = Simulator::start().await.unwrap();
     for i in 0..INITIAL {
@@ -77,12 +83,12 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
     }
     let factory = InformerFactory::new(client(&sim));
     let configmaps = factory.informer::<ConfigMap>(None);
-    let controller = InformerController::new(&configmaps, 3);
+    let controller = Controller::new(&configmaps, 3);
     let queue = controller.queue().clone();
     assert!(Arc::ptr_eq(controller.store(), configmaps.store()));
-    // A key queued by hand before the informer even started: no worker may take it before the
+    // A ref queued by hand before the informer even started: no worker may take it before the
     // sync.
-    queue.add("default/c0".to_string());
+    queue.add(ObjectRef::new("c0").within("default"));
 
     let seen: Seen = Arc::default();
     let store_sizes = Arc::new(Mutex::new(Vec::new()));
@@ -90,18 +96,20 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
     let run = tokio::spawn(controller.run(
         {
             let (seen, store_sizes) = (Arc::clone(&seen), Arc::clone(&store_sizes));
-            move |key: String, store: Arc<Store<ConfigMap>>| {
+            let store = Arc::clone(configmaps.store());
+            move |cm: Arc<ConfigMap>, _ctx: Arc<()>| {
                 let (seen, store_sizes) = (Arc::clone(&seen), Arc::clone(&store_sizes));
+                store_sizes.lock().unwrap().push(store.len());
                 async move {
-                    store_sizes.lock().unwrap().push(store.len());
-                    let value = store
-                        .get_key(&key)
-                        .map(|cm| cm.data.get("v").unwrap_or_default().to_string());
-                    seen.lock().unwrap().push((key, value));
+                    let value = cm.data.get("v").unwrap_or_default().to_string();
+                    seen.lock()
+                        .unwrap()
+                        .push((ObjectRef::from_obj(&*cm).to_string(), Some(value)));
                     Ok::<_, Infallible>(Action::Done)
                 }
             }
         },
+        Arc::new(()),
         stopped,
     ));
     sleep(Duration::from_millis(100)).await;
@@ -119,7 +127,12 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
     // Workers started after the sync: the very first reconcile saw the whole list.
     assert_eq!(store_sizes.lock().unwrap()[0], INITIAL);
 
-    // Live changes: a patch, a create, a delete.
+    // Live changes: a create, a delete, then a patch. The informer hands them to its handler
+    // in this order, so once the patch is reconciled the deleted object's ref is queued (or
+    // done), and the drain on shutdown takes it.
+    sim.create("configmaps", Some("other"), configmap("fresh", "7"))
+        .unwrap();
+    sim.delete("configmaps", Some("default"), "c5").unwrap();
     sim.patch(
         "configmaps",
         Some("default"),
@@ -127,16 +140,9 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
         &json!({"data": {"v": "1"}}),
     )
     .unwrap();
-    sim.create("configmaps", Some("other"), configmap("fresh", "7"))
-        .unwrap();
-    sim.delete("configmaps", Some("default"), "c5").unwrap();
     eventually("the patched object", || saw(&seen, "default/c3", Some("1"))).await;
     eventually("the created object", || {
         saw(&seen, "other/fresh", Some("7"))
-    })
-    .await;
-    eventually("the deleted object, absent", || {
-        saw(&seen, "default/c5", None)
     })
     .await;
 
@@ -147,10 +153,19 @@ async fn events_reach_reconcile_which_reads_the_current_object_or_its_absence() 
         summary,
         RunSummary {
             done: reconciles,
-            requeued_after: 0,
-            failed: 0,
-            fenced: 0
-        }
+            absent: 1,
+            ..RunSummary::default()
+        },
+        "the deleted object was not reconciled"
+    );
+    assert_eq!(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k == "default/c5")
+            .count(),
+        1,
+        "c5: only its initial reconcile"
     );
     assert!(queue.is_shutting_down());
     assert_eq!(queue.metrics().in_flight, 0);
@@ -198,12 +213,13 @@ async fn owner_and_label_key_functions_enqueue_the_service() {
             .namespace(Some("default"))
             .label_selector("test=labels"),
     );
-    let controller = InformerController::new(&services, 2)
-        .owns(&owned_slices)
-        .watches(&labelled_slices, |slice: &EndpointSlice| {
+    let controller = Controller::new(&services, 2).owns(&owned_slices).watches(
+        &labelled_slices,
+        |slice: &EndpointSlice| {
             let service = slice.metadata.labels.get("kubernetes.io/service-name")?;
-            Some(format!("{}/{service}", slice.metadata.namespace))
-        });
+            Some(ObjectRef::new(service).within(slice.metadata.namespace.as_str()))
+        },
+    );
     factory.start();
 
     let counts = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
@@ -212,14 +228,16 @@ async fn owner_and_label_key_functions_enqueue_the_service() {
     let run = tokio::spawn(controller.run(
         {
             let counts = Arc::clone(&counts);
-            move |key: String, _services: Arc<Store<Service>>| {
+            move |service: Arc<Service>, _ctx: Arc<()>| {
                 let counts = Arc::clone(&counts);
                 async move {
+                    let key = ObjectRef::from_obj(&*service).to_string();
                     *counts.lock().unwrap().entry(key).or_default() += 1;
                     Ok::<_, Infallible>(Action::Done)
                 }
             }
         },
+        Arc::new(()),
         stopped,
     ));
     eventually("the initial services", || {
@@ -268,6 +286,12 @@ async fn owner_and_label_key_functions_enqueue_the_service() {
         counts.lock().unwrap().values().sum::<usize>() as u64
     );
     assert_eq!(count("default/x"), 0);
+    // The owned slice enqueued its owner and the label mapper its service; the refs to objects
+    // that do not exist were taken and not reconciled.
+    assert_eq!(
+        summary.absent, 0,
+        "nothing enqueued a Service that does not exist"
+    );
 }
 
 /// Under churn (many events about few keys), four workers never hold one key at once, and every
@@ -291,11 +315,11 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
     let slices = factory.informer::<EndpointSlice>(None);
     let services = factory.informer::<Service>(None);
     // Many slices per service, and every slice event enqueues its owner: contention on 3 keys.
-    let controller = InformerController::new(&services, 4).owns(&slices);
+    let controller = Controller::new(&services, 4).owns(&slices);
     let queue = controller.queue().clone();
     factory.start();
 
-    let in_flight = Arc::new(Mutex::new(HashSet::<String>::new()));
+    let in_flight = Arc::new(Mutex::new(HashSet::<ObjectRef>::new()));
     let overlaps = Arc::new(AtomicUsize::new(0));
     let reconciles = Arc::new(AtomicUsize::new(0));
     let (stop, stopped) = stop_signal();
@@ -306,13 +330,14 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
                 Arc::clone(&overlaps),
                 Arc::clone(&reconciles),
             );
-            move |key: String, _services| {
+            move |service: Arc<Service>, _ctx: Arc<()>| {
                 let (in_flight, overlaps, reconciles) = (
                     Arc::clone(&in_flight),
                     Arc::clone(&overlaps),
                     Arc::clone(&reconciles),
                 );
                 async move {
+                    let key = ObjectRef::from_obj(&*service);
                     if !in_flight.lock().unwrap().insert(key.clone()) {
                         overlaps.fetch_add(1, Ordering::Relaxed);
                     }
@@ -325,6 +350,7 @@ async fn a_key_is_never_reconciled_by_two_workers_at_once() {
                 }
             }
         },
+        Arc::new(()),
         stopped,
     ));
     // Enough reconciles for keys to be re-added while held, however slow the machine.
@@ -363,7 +389,7 @@ async fn shutdown_drains_in_flight_and_queued_keys() {
         Default::default(),
     );
     configmaps.start();
-    let controller = InformerController::new(&configmaps, 2);
+    let controller = Controller::new(&configmaps, 2);
     let queue = controller.queue().clone();
 
     let started = Arc::new(Notify::new());
@@ -376,7 +402,7 @@ async fn shutdown_drains_in_flight_and_queued_keys() {
                 Arc::clone(&began),
                 Arc::clone(&finished),
             );
-            move |_key, _store| {
+            move |_cm: Arc<ConfigMap>, _ctx: Arc<()>| {
                 let (started, began, finished) = (
                     Arc::clone(&started),
                     Arc::clone(&began),
@@ -391,6 +417,7 @@ async fn shutdown_drains_in_flight_and_queued_keys() {
                 }
             }
         },
+        Arc::new(()),
         stopped,
     ));
     timeout(PATIENCE, started.notified())
@@ -425,15 +452,14 @@ async fn shutdown_grace_cancels_a_stuck_reconcile() {
         Default::default(),
     );
     configmaps.start();
-    let controller =
-        InformerController::new(&configmaps, 1).shutdown_grace(Duration::from_millis(100));
+    let controller = Controller::new(&configmaps, 1).shutdown_grace(Duration::from_millis(100));
     let queue = controller.queue().clone();
     let entered = Arc::new(AtomicBool::new(false));
     let (stop, stopped) = stop_signal();
     let run = tokio::spawn(controller.run(
         {
             let entered = Arc::clone(&entered);
-            move |_key, _store| {
+            move |_cm: Arc<ConfigMap>, _ctx: Arc<()>| {
                 let entered = Arc::clone(&entered);
                 async move {
                     entered.store(true, Ordering::SeqCst);
@@ -442,6 +468,7 @@ async fn shutdown_grace_cancels_a_stuck_reconcile() {
                 }
             }
         },
+        Arc::new(()),
         stopped,
     ));
     eventually("the stuck reconcile", || entered.load(Ordering::SeqCst)).await;
@@ -467,20 +494,21 @@ async fn shutdown_before_the_sync_returns_without_reconciling() {
         informer::Api::<ConfigMap>::all(client(&sim)),
         Default::default(),
     );
-    let controller = InformerController::new(&configmaps, 2);
+    let controller = Controller::new(&configmaps, 2);
     let queue = controller.queue().clone();
-    queue.add("default/c".to_string());
+    queue.add(ObjectRef::from("default/c"));
     let reconciles = Arc::new(AtomicUsize::new(0));
     let summary = timeout(
         PATIENCE,
         controller.run(
             {
                 let reconciles = Arc::clone(&reconciles);
-                move |_key, _store| {
+                move |_cm: Arc<ConfigMap>, _ctx: Arc<()>| {
                     reconciles.fetch_add(1, Ordering::SeqCst);
                     async { Ok::<_, Infallible>(Action::Done) }
                 }
             },
+            Arc::new(()),
             sleep(Duration::from_millis(200)),
         ),
     )
@@ -500,10 +528,11 @@ async fn dropping_run_removes_its_handlers() {
     let factory = InformerFactory::new(client(&sim));
     let configmaps = factory.informer::<ConfigMap>(None);
     let slices = factory.informer::<EndpointSlice>(None);
-    let run = InformerController::new(&configmaps, 1)
-        .watches(&slices, |_: &EndpointSlice| None)
+    let run = Controller::new(&configmaps, 1)
+        .watches(&slices, |_: &EndpointSlice| None::<ObjectRef>)
         .run(
-            |_key, _store| async { Ok::<_, Infallible>(Action::Done) },
+            |_cm: Arc<ConfigMap>, _ctx: Arc<()>| async { Ok::<_, Infallible>(Action::Done) },
+            Arc::new(()),
             std::future::pending(),
         );
     let mut run = Box::pin(run);
@@ -513,4 +542,371 @@ async fn dropping_run_removes_its_handlers() {
     drop(run);
     assert!(configmaps.metrics().handlers.is_empty());
     assert!(slices.metrics().handlers.is_empty());
+}
+
+/// Receives the next message, at most [`PATIENCE`] away.
+async fn next<T>(rx: &mut mpsc::UnboundedReceiver<T>, what: &str) -> T {
+    timeout(PATIENCE, rx.recv())
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+        .expect("sender alive")
+}
+
+/// A controller on the simulator's ConfigMaps in `default`, started, with `queue`.
+async fn configmap_controller(
+    sim: &Simulator,
+    names: &[&str],
+    queue: WorkQueue<ObjectRef>,
+) -> (Informer<ConfigMap>, Controller<ConfigMap>) {
+    for name in names {
+        sim.create("configmaps", Some("default"), configmap(name, "0"))
+            .unwrap();
+    }
+    let configmaps = Informer::new(
+        informer::Api::<ConfigMap>::namespaced(client(sim), "default"),
+        Default::default(),
+    );
+    configmaps.start();
+    let controller = Controller::with_queue(&configmaps, queue, 2);
+    (configmaps, controller)
+}
+
+fn backoff_queue(base: Duration) -> WorkQueue<ObjectRef> {
+    WorkQueue::with_rate_limiter(ItemExponentialRateLimiter::new(
+        base,
+        Duration::from_secs(60),
+    ))
+}
+
+/// The user's context for the tests below: a name, and where reconciles report.
+struct Ctx<T> {
+    name: &'static str,
+    seen: mpsc::UnboundedSender<T>,
+}
+
+/// Reconcile gets the object as the store holds it (an `Arc` it may hold across awaits) and the
+/// context given to `run`; an object with a deletionTimestamp is reconciled like any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconcile_gets_the_object_and_the_context() {
+    let sim = Simulator::start().await.unwrap();
+    let (configmaps, controller) = configmap_controller(&sim, &["app"], WorkQueue::new()).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let ctx = Arc::new(Ctx {
+        name: "ctx-1",
+        seen: tx,
+    });
+    let (stop, stopped) = stop_signal();
+    let run = tokio::spawn(controller.run(
+        |cm: Arc<ConfigMap>, ctx: Arc<Ctx<(Arc<ConfigMap>, usize, &'static str)>>| async move {
+            tokio::task::yield_now().await; // the object is held across an await
+            let _ = ctx.seen.send((cm, Arc::as_ptr(&ctx) as usize, ctx.name));
+            Ok::<_, Infallible>(Action::Done)
+        },
+        Arc::clone(&ctx),
+        stopped,
+    ));
+
+    let (cm, ctx_ptr, name) = next(&mut rx, "the first reconcile").await;
+    assert_eq!(
+        (cm.metadata.name.as_str(), cm.data.get("v")),
+        ("app", Some("0"))
+    );
+    assert_eq!(
+        ctx_ptr,
+        Arc::as_ptr(&ctx) as usize,
+        "the context given to run"
+    );
+    assert_eq!(name, "ctx-1");
+
+    // Deletion requested (the simulator has no finalizers; a client may set the field): still
+    // in the store, so reconciled, with the timestamp for a finalizer helper to act on.
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "app",
+        &json!({"metadata": {"deletionTimestamp": "2030-01-01T00:00:00Z",
+                             "finalizers": ["example.com/cleanup"]}, "data": {"v": "1"}}),
+    )
+    .unwrap();
+    let (cm, _, _) = next(&mut rx, "the reconcile of the terminating object").await;
+    assert_eq!(cm.data.get("v"), Some("1"));
+    assert_eq!(
+        cm.metadata.deletion_timestamp.as_deref(),
+        Some("2030-01-01T00:00:00Z")
+    );
+
+    stop.send(()).unwrap();
+    let summary = timeout(PATIENCE, run).await.expect("run returned").unwrap();
+    assert!(summary.done >= 2, "{summary:?}");
+    assert_eq!((summary.failed, summary.panicked), (0, 0));
+    configmaps.stop();
+}
+
+/// An `Err` goes to the default error policy: the object's ref is retried with the queue's
+/// per-key exponential backoff (20, 40, 80 ms at least), and its history is forgotten once it
+/// succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_is_retried_with_backoff_by_the_default_policy() {
+    const BASE: Duration = Duration::from_millis(20);
+    let sim = Simulator::start().await.unwrap();
+    let queue = backoff_queue(BASE);
+    let (configmaps, controller) = configmap_controller(&sim, &["flaky"], queue.clone()).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = stop_signal();
+    let run = tokio::spawn(controller.run(
+        {
+            let attempts = Arc::clone(&attempts);
+            move |cm: Arc<ConfigMap>, ctx: Arc<Ctx<Instant>>| {
+                let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                async move {
+                    let _ = ctx.seen.send(Instant::now());
+                    if attempt <= 3 {
+                        return Err(format!(
+                            "{} not ready (attempt {attempt})",
+                            cm.metadata.name
+                        ));
+                    }
+                    Ok(Action::Done)
+                }
+            }
+        },
+        Arc::new(Ctx { name: "", seen: tx }),
+        stopped,
+    ));
+    let mut at = Vec::new();
+    for i in 0..4 {
+        at.push(next(&mut rx, &format!("attempt {i}")).await);
+    }
+    for (i, pair) in at.windows(2).enumerate() {
+        let least = BASE * 2u32.pow(i as u32);
+        assert!(
+            pair[1] - pair[0] >= least,
+            "retry {i} came after {:?}, before its backoff of {least:?}",
+            pair[1] - pair[0]
+        );
+    }
+    stop.send(()).unwrap();
+    let summary = timeout(PATIENCE, run).await.expect("run returned").unwrap();
+    assert_eq!(
+        summary,
+        RunSummary {
+            done: 1,
+            failed: 3,
+            ..RunSummary::default()
+        }
+    );
+    assert_eq!(attempts.load(Ordering::SeqCst), 4);
+    assert_eq!(queue.metrics().retries, 3);
+    assert_eq!(
+        queue.num_requeues(&ObjectRef::from("default/flaky")),
+        0,
+        "forgotten after the success"
+    );
+    configmaps.stop();
+}
+
+/// A user error policy gets the object, the error and the context, and its
+/// `RequeueAfter(d)` brings the object back after `d`, not after the rate limiter's delay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_policys_requeue_after_brings_the_object_back_after_its_delay() {
+    const AFTER: Duration = Duration::from_millis(150);
+    let sim = Simulator::start().await.unwrap();
+    // A rate limiter far slower than the policy's delay: a retry through it would time out.
+    let queue = backoff_queue(Duration::from_secs(3600));
+    let (configmaps, controller) = configmap_controller(&sim, &["flaky"], queue.clone()).await;
+    let (policy_tx, mut policy_rx) = mpsc::unbounded_channel();
+    let controller = controller.error_policy(
+        move |cm: Arc<ConfigMap>, error: &String, ctx: Arc<Ctx<Instant>>| {
+            let _ = policy_tx.send((cm.metadata.name.clone(), error.clone(), ctx.name));
+            Action::RequeueAfter(AFTER)
+        },
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = stop_signal();
+    let run = tokio::spawn(controller.run(
+        {
+            let attempts = Arc::clone(&attempts);
+            move |_cm: Arc<ConfigMap>, ctx: Arc<Ctx<Instant>>| {
+                let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                async move {
+                    let _ = ctx.seen.send(Instant::now());
+                    if attempt == 1 {
+                        return Err("the first attempt fails".to_string());
+                    }
+                    Ok(Action::Done)
+                }
+            }
+        },
+        Arc::new(Ctx {
+            name: "ctx-policy",
+            seen: tx,
+        }),
+        stopped,
+    ));
+    let first = next(&mut rx, "the failing attempt").await;
+    let (name, error, ctx) = next(&mut policy_rx, "the error policy").await;
+    assert_eq!(
+        (name.as_str(), error.as_str(), ctx),
+        ("flaky", "the first attempt fails", "ctx-policy")
+    );
+    let second = next(&mut rx, "the retry").await;
+    assert!(
+        second - first >= AFTER,
+        "retried after {:?}",
+        second - first
+    );
+    stop.send(()).unwrap();
+    let summary = timeout(PATIENCE, run).await.expect("run returned").unwrap();
+    assert_eq!(
+        summary,
+        RunSummary {
+            done: 1,
+            failed: 1,
+            ..RunSummary::default()
+        }
+    );
+    assert_eq!(
+        queue.metrics().retries,
+        1,
+        "one add_after, no rate-limited add"
+    );
+    assert_eq!(queue.num_requeues(&ObjectRef::from("default/flaky")), 0);
+    configmaps.stop();
+}
+
+/// A panic in one object's reconcile (or in the error policy for it) is caught and counted,
+/// and that object is retried with backoff, while another object's reconciles go on and the
+/// queue stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_is_caught_and_retried_while_other_objects_go_on() {
+    let sim = Simulator::start().await.unwrap();
+    // 300 ms, then 600 ms: long enough that "fine" is reconciled again in between.
+    let queue = backoff_queue(Duration::from_millis(300));
+    let (configmaps, controller) =
+        configmap_controller(&sim, &["boom", "bad-policy", "fine"], queue.clone()).await;
+    let controller = controller.error_policy(
+        |_cm: Arc<ConfigMap>, error: &String, _ctx: Arc<Ctx<(String, String)>>| -> Action {
+            panic!("the error policy fails on {error}")
+        },
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let attempts = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
+    let (stop, stopped) = stop_signal();
+    let run = tokio::spawn(controller.run(
+        {
+            let attempts = Arc::clone(&attempts);
+            move |cm: Arc<ConfigMap>, ctx: Arc<Ctx<(String, String)>>| {
+                let name = cm.metadata.name.clone();
+                let attempt = {
+                    let mut attempts = attempts.lock().unwrap();
+                    let n = attempts.entry(name.clone()).or_default();
+                    *n += 1;
+                    *n
+                };
+                async move {
+                    let v = cm.data.get("v").unwrap_or_default().to_string();
+                    let _ = ctx.seen.send((name.clone(), format!("{attempt}:{v}")));
+                    match name.as_str() {
+                        "boom" if attempt <= 2 => panic!("reconcile of {name} failed hard"),
+                        "bad-policy" if attempt == 1 => Err("an error".to_string()),
+                        _ => Ok(Action::Done),
+                    }
+                }
+            }
+        },
+        Arc::new(Ctx { name: "", seen: tx }),
+        stopped,
+    ));
+    let mut log = Vec::new();
+    let mut wait_for = async |item: (&str, &str)| {
+        while !log
+            .iter()
+            .any(|(n, a): &(String, String)| (n.as_str(), a.as_str()) == item)
+        {
+            log.push(next(&mut rx, &format!("{item:?}")).await);
+        }
+    };
+    wait_for(("boom", "1:0")).await;
+    wait_for(("fine", "1:0")).await;
+    // boom is waiting out its backoff; the queue and the workers go on with fine.
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "fine",
+        &json!({"data": {"v": "2"}}),
+    )
+    .unwrap();
+    wait_for(("fine", "2:2")).await;
+    wait_for(("boom", "3:0")).await;
+    wait_for(("bad-policy", "2:0")).await;
+    stop.send(()).unwrap();
+    let summary = timeout(PATIENCE, run).await.expect("run returned").unwrap();
+    assert_eq!(
+        summary,
+        RunSummary {
+            done: 4,
+            panicked: 3,
+            ..RunSummary::default()
+        },
+        "boom twice, bad-policy's policy once"
+    );
+    assert_eq!(attempts.lock().unwrap()["boom"], 3);
+    assert_eq!(queue.metrics().in_flight, 0);
+    assert_eq!(queue.num_requeues(&ObjectRef::from("default/boom")), 0);
+    configmaps.stop();
+}
+
+/// `Ok(Action::RequeueAfter(d))` brings the object back after `d` with no event about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requeue_after_reconciles_the_object_again_after_the_delay() {
+    const AFTER: Duration = Duration::from_millis(100);
+    let sim = Simulator::start().await.unwrap();
+    let queue = WorkQueue::new();
+    let (configmaps, controller) = configmap_controller(&sim, &["poll"], queue.clone()).await;
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let (stop, stopped) = stop_signal();
+    let run = tokio::spawn(controller.run(
+        {
+            let attempts = Arc::clone(&attempts);
+            move |_cm: Arc<ConfigMap>, ctx: Arc<Ctx<Instant>>| {
+                let attempt = attempts.fetch_add(1, Ordering::SeqCst) + 1;
+                async move {
+                    let _ = ctx.seen.send(Instant::now());
+                    Ok::<_, Infallible>(if attempt < 3 {
+                        Action::RequeueAfter(AFTER)
+                    } else {
+                        Action::Done
+                    })
+                }
+            }
+        },
+        Arc::new(Ctx { name: "", seen: tx }),
+        stopped,
+    ));
+    let mut at = Vec::new();
+    for i in 0..3 {
+        at.push(next(&mut rx, &format!("reconcile {i}")).await);
+    }
+    for pair in at.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= AFTER,
+            "back after {:?}",
+            pair[1] - pair[0]
+        );
+    }
+    stop.send(()).unwrap();
+    let summary = timeout(PATIENCE, run).await.expect("run returned").unwrap();
+    assert_eq!(
+        summary,
+        RunSummary {
+            done: 1,
+            requeued_after: 2,
+            ..RunSummary::default()
+        }
+    );
+    assert_eq!(queue.metrics().retries, 2, "two delayed adds");
+    configmaps.stop();
 }

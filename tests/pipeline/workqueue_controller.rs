@@ -1,4 +1,4 @@
-//! `Controller`: reconcile outcomes, graceful shutdown, panics, exclusivity across workers.
+//! `WorkerPool`: reconcile outcomes, graceful shutdown, panics, exclusivity across workers.
 //!
 //! Run on a paused clock, so the delays asserted are exact.
 
@@ -53,7 +53,7 @@ async fn errors_retry_with_backoff_and_success_forgets() {
             done: 1,
             requeued_after: 0,
             failed: 2,
-            fenced: 0
+            ..RunSummary::default()
         }
     );
     assert_eq!(
@@ -102,8 +102,7 @@ async fn requeue_after_comes_back_after_the_delay() {
         RunSummary {
             done: 1,
             requeued_after: 2,
-            failed: 0,
-            fenced: 0
+            ..RunSummary::default()
         }
     );
     let times: Vec<Duration> = log.lock().unwrap().iter().map(|(_, at)| *at).collect();
@@ -165,33 +164,66 @@ async fn run_returns_when_the_queue_is_shut_down_elsewhere() {
     assert_eq!(summary.done, 1);
 }
 
+/// A panic in one key's reconcile is caught: that key alone is retried with backoff (10 ms,
+/// then 20 ms), the other key's reconciles go on meanwhile, and the run neither ends nor shuts
+/// the queue down.
 #[tokio::test(start_paused = true)]
-async fn a_panicking_reconcile_marks_its_key_done_and_the_panic_reaches_run() {
-    let queue = queue_with_backoff(MS);
+async fn a_panicking_reconcile_is_caught_and_only_its_key_retried_with_backoff() {
+    let queue = queue_with_backoff(10 * MS);
     queue.add("ok");
     queue.add("boom");
-    let run = tokio::spawn(WorkerPool::new(queue.clone(), 2).run(
-        |key| async move {
-            if key == "boom" {
-                panic!("reconcile of {key} failed hard");
-            }
-            sleep(MS).await;
-            Ok::<_, ()>(Action::Done)
-        },
-        std::future::pending(),
-    ));
-    let error = timeout(Duration::from_secs(1), run)
-        .await
-        .expect("run returned")
-        .unwrap_err();
-    assert!(error.is_panic());
-    assert!(queue.is_shutting_down());
-    let metrics = queue.metrics();
-    assert_eq!(metrics.in_flight, 0, "the panicking key was marked done");
+    let log: Log = Arc::default();
+    let start = Instant::now();
+    let summary = WorkerPool::new(queue.clone(), 2)
+        .run(
+            {
+                let log = Arc::clone(&log);
+                move |key| {
+                    let log = Arc::clone(&log);
+                    async move {
+                        let attempt = {
+                            let mut log = log.lock().unwrap();
+                            log.push((key, Instant::now() - start));
+                            log.iter().filter(|(k, _)| *k == key).count()
+                        };
+                        if key == "boom" && attempt <= 2 {
+                            panic!("reconcile of {key} failed hard");
+                        }
+                        if key == "ok" && attempt < 4 {
+                            sleep(5 * MS).await;
+                            return Ok::<_, ()>(Action::RequeueAfter(MS));
+                        }
+                        Ok(Action::Done)
+                    }
+                }
+            },
+            sleep(Duration::from_secs(1)),
+        )
+        .await;
     assert_eq!(
-        metrics.work_duration.count, 2,
-        "the other worker finished its key"
+        summary,
+        RunSummary {
+            done: 2,
+            requeued_after: 3,
+            panicked: 2,
+            ..RunSummary::default()
+        }
     );
+    let at = |key: &str| -> Vec<Duration> {
+        let log = log.lock().unwrap();
+        log.iter()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, t)| *t)
+            .collect()
+    };
+    assert_eq!(at("boom"), [Duration::ZERO, 10 * MS, 30 * MS], "backoff");
+    assert_eq!(at("ok"), [Duration::ZERO, 6 * MS, 12 * MS, 18 * MS]);
+    assert_eq!(
+        queue.num_requeues(&"boom"),
+        0,
+        "forgotten after its success"
+    );
+    assert_eq!(queue.metrics().in_flight, 0);
 }
 
 /// Keys re-added while they are being reconciled are never reconciled by two workers at once,
