@@ -43,6 +43,8 @@ pub mod informer;
 mod key_hash;
 mod keyed_queue;
 pub mod leaderelection;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod model;
 mod private_file;
 pub mod reflector;

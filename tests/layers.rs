@@ -34,6 +34,7 @@ const LAYERS: &[&[&str]] = &[
     &[
         "error",
         "model",
+        "metrics",
         "blocking",
         "key_hash",
         "keyed_queue",
