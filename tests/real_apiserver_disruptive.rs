@@ -132,7 +132,7 @@ async fn informer_keeps_converging_across_a_compaction() {
         }
         let inf = Informer::new(cms.clone(), fast_options());
         inf.start();
-        assert!(inf.wait_for_sync(Duration::from_secs(20)).await);
+        inf.wait_for_sync(Duration::from_secs(20)).await.unwrap();
         merge_patch(
             &client,
             &cm_path(&ns, Some("c0")),
@@ -167,7 +167,7 @@ async fn informer_keeps_converging_across_a_compaction() {
         // A second informer starting after the compaction lists and watches normally.
         let late = Informer::new(cms.clone(), fast_options());
         late.start();
-        assert!(late.wait_for_sync(Duration::from_secs(20)).await);
+        late.wait_for_sync(Duration::from_secs(20)).await.unwrap();
         assert_eq!(store_state(&late), want);
         println!("after compaction: {:?}", inf.health());
         inf.stop();
@@ -226,7 +226,7 @@ async fn informer_recovers_across_an_apiserver_restart() {
         }
         let inf = Informer::new(cms.clone(), fast_options());
         inf.start();
-        assert!(inf.wait_for_sync(Duration::from_secs(20)).await);
+        inf.wait_for_sync(Duration::from_secs(20)).await.unwrap();
         let before = inf.health();
 
         // Stop only the apiserver (etcd keeps the data), then start it again with the same command

@@ -34,7 +34,7 @@ impl Informer<JsonObject> {
     /// let widgets = client.resolve_resource("widgets.example.com").await?;
     /// let inf = Informer::dynamic(client, &widgets, Some("default"), Default::default());
     /// inf.start();
-    /// assert!(inf.wait_for_sync(Duration::from_secs(30)).await);
+    /// inf.wait_for_sync(Duration::from_secs(30)).await.unwrap();
     /// for w in inf.store().list() {
     ///     assert_eq!(w.types.kind, "Widget");
     /// }

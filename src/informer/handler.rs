@@ -34,6 +34,12 @@ use crate::{Error, Object};
 
 /// Receives an informer's notifications. Every method has an empty default.
 ///
+/// Handlers run on the client's handler threads ([`Config::handler_threads`](crate::Config)),
+/// not on the runtime's workers, and inside the runtime the informer was started on: a handler
+/// may `tokio::spawn` a task (to write to the apiserver, say) or send on a channel. It may
+/// block, which holds up its own notifications only, never the store or other handlers; it must
+/// not `block_on` the runtime it runs in (tokio panics on a nested `block_on`).
+///
 /// ```
 /// use std::sync::Arc;
 /// use informer::{Pod, informer::EventHandler, fifo::DeletedObject};
@@ -385,6 +391,23 @@ pub(crate) struct Slot<T> {
     pub(crate) resync_period: Option<std::time::Duration>,
     /// The resync timer, once the informer started, if the handler has a period.
     resync: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The runtime the informer started on, entered while the handler runs, so that a handler
+    /// may `tokio::spawn` (set at start; a handler that runs before has none).
+    runtime: Arc<std::sync::OnceLock<tokio::runtime::Handle>>,
+}
+
+/// What a slot shares with its informer.
+pub(crate) struct SlotContext {
+    /// The client's handler threads.
+    pub(crate) pool: Arc<ThreadPool>,
+    /// Told of every caught panic.
+    pub(crate) on_error: Option<ErrorCallback>,
+    /// The informer's progress signal.
+    pub(crate) progress: tokio::sync::watch::Sender<()>,
+    /// Whether the informer has synced.
+    pub(crate) informer_synced: Arc<AtomicBool>,
+    /// The runtime the informer started on, once it has.
+    pub(crate) runtime: Arc<std::sync::OnceLock<tokio::runtime::Handle>>,
 }
 
 /// Notifications a job delivers before it lets other handlers' jobs run.
@@ -395,11 +418,15 @@ impl<T: Object> Slot<T> {
         id: u64,
         handler: Box<dyn EventHandler<T>>,
         resync_period: Option<std::time::Duration>,
-        pool: Arc<ThreadPool>,
-        on_error: Option<ErrorCallback>,
-        progress: tokio::sync::watch::Sender<()>,
-        informer_synced: Arc<AtomicBool>,
+        informer: SlotContext,
     ) -> Arc<Slot<T>> {
+        let SlotContext {
+            pool,
+            on_error,
+            progress,
+            informer_synced,
+            runtime,
+        } = informer;
         Arc::new(Slot {
             id,
             queue: Mutex::new(Queue::new()),
@@ -413,6 +440,7 @@ impl<T: Object> Slot<T> {
             idle: tokio::sync::Notify::new(),
             resync_period,
             resync: Mutex::new(None),
+            runtime,
         })
     }
 
@@ -540,6 +568,8 @@ impl<T: Object> Slot<T> {
     /// records the end of the call before it (`in_call`, and the initial count that
     /// `has_synced` reads, counted down only once the call returned).
     fn deliver_batch(self: Arc<Self>) {
+        // Inside the informer's runtime: `tokio::spawn` and `Handle::current` work in handlers.
+        let _runtime = self.runtime.get().map(tokio::runtime::Handle::enter);
         // Whether the call that just returned delivered an initial notification.
         let mut returned: Option<bool> = None;
         for turn in 0..=BATCH {

@@ -20,7 +20,7 @@
 //! let pods = Informer::new(Api::<Pod>::all(client), Default::default());
 //! pods.add_handler(HandlerFns::<Pod>::new().on_add(|pod, _| println!("{}", pod.metadata.name)));
 //! pods.start();
-//! assert!(pods.wait_for_sync(Duration::from_secs(30)).await);
+//! pods.wait_for_sync(Duration::from_secs(30)).await.unwrap();
 //! let web = pods.store().get("default", "web-0");
 //! # }
 //! ```
@@ -38,7 +38,7 @@ use std::time::Duration;
 
 pub use factory::{InformerFactory, InformerRequest};
 pub use handler::{EventHandler, HandlerFns, HandlerMetrics};
-use handler::{Notification, Slot};
+use handler::{Notification, Slot, SlotContext};
 
 use crate::Object;
 use crate::client::Api;
@@ -73,6 +73,77 @@ pub struct InformerMetrics {
     pub index_panics: u64,
 }
 
+/// Why [`Informer::wait_for_sync`] gave up: the time waited and what the reflector reported.
+///
+/// ```
+/// use std::time::Duration;
+/// use informer::informer::NotSynced;
+/// use informer::reflector::Phase;
+/// let e = NotSynced {
+///     waited: Duration::from_secs(10),
+///     phase: Phase::BackingOff,
+///     consecutive_failures: 3,
+///     last_error: Some("apiserver answered 403 Forbidden: pods is forbidden".into()),
+/// };
+/// assert_eq!(
+///     e.to_string(),
+///     "not synced after 10s (backing off after 3 failures; the last: apiserver answered 403 \
+///      Forbidden: pods is forbidden)"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotSynced {
+    /// How long the wait lasted.
+    pub waited: Duration,
+    /// What the reflector was doing when the wait ended.
+    pub phase: crate::reflector::Phase,
+    /// Failures since the last successful list or watch event.
+    pub consecutive_failures: u32,
+    /// The last failure, as the reflector reported it; `None` when nothing failed (the list is
+    /// still arriving, or the informer was never started).
+    pub last_error: Option<String>,
+}
+
+impl NotSynced {
+    fn from_health(waited: Duration, health: Health) -> NotSynced {
+        NotSynced {
+            waited,
+            phase: health.phase,
+            consecutive_failures: health.consecutive_failures,
+            last_error: health.last_error,
+        }
+    }
+}
+
+impl std::fmt::Display for NotSynced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::reflector::Phase;
+        write!(f, "not synced after {:?} (", self.waited)?;
+        let doing = match self.phase {
+            Phase::Listing => "listing",
+            Phase::Watching => "watching",
+            Phase::BackingOff => "backing off",
+            Phase::Stopped => "stopped",
+        };
+        match (&self.last_error, self.consecutive_failures) {
+            (Some(e), n) if n > 0 => {
+                let failures = if n == 1 { "failure" } else { "failures" };
+                write!(f, "{doing} after {n} {failures}; the last: {e})")
+            }
+            (Some(e), _) => write!(f, "{doing}; the last failure: {e})"),
+            (None, _) if self.phase == Phase::Listing => {
+                write!(
+                    f,
+                    "listing; nothing failed: the list is still arriving, or the informer was not started)"
+                )
+            }
+            (None, _) => write!(f, "{doing}; nothing failed)"),
+        }
+    }
+}
+
+impl std::error::Error for NotSynced {}
+
 struct Shared<T: Object> {
     store: Arc<Store<T>>,
     fifo: DeltaFifo<T>,
@@ -100,8 +171,9 @@ struct Shared<T: Object> {
     synced: Arc<AtomicBool>,
     /// The client's handler pool, which every handler's mailbox runs on.
     pool: Arc<ThreadPool>,
-    /// The runtime `start` ran on: resync timers of handlers added later start there.
-    runtime: OnceLock<tokio::runtime::Handle>,
+    /// The runtime `start` ran on: resync timers of handlers added later start there, and
+    /// handlers run inside it (shared with every handler's slot).
+    runtime: Arc<OnceLock<tokio::runtime::Handle>>,
     tasks: Mutex<Tasks>,
     /// Set by `stop` under the handlers' write lock: a handler registered after it is closed at
     /// once, so nothing escapes what `stop` returns.
@@ -202,7 +274,7 @@ impl<T: Object + Clone> Informer<T> {
                 progress: tokio::sync::watch::Sender::new(()),
                 synced: Arc::new(AtomicBool::new(false)),
                 pool,
-                runtime: OnceLock::new(),
+                runtime: Arc::new(OnceLock::new()),
                 tasks: Mutex::new(Tasks::default()),
                 stopped: std::sync::atomic::AtomicBool::new(false),
             }),
@@ -262,21 +334,23 @@ impl<T: Object + Clone> Informer<T> {
         self.shared.fifo.has_synced()
     }
 
-    /// Waits until [`has_synced`](Self::has_synced), at most `timeout`; returns whether it synced.
-    /// The wait is woken by the processor the moment it applies the last object of the first
-    /// list; nothing polls.
+    /// Waits until [`has_synced`](Self::has_synced), at most `timeout`. The wait is woken by the
+    /// processor the moment it applies the last object of the first list; nothing polls. When
+    /// `timeout` passes first, the error says why: what the reflector was doing and the last
+    /// failure, with the server's message (a 403 of RBAC, an unknown resource, a timeout).
     ///
     /// ```no_run
-    /// # async fn demo(pods: informer::Informer<informer::Pod>) {
+    /// # async fn demo(pods: informer::Informer<informer::Pod>) -> Result<(), informer::informer::NotSynced> {
     /// use std::time::Duration;
     /// pods.start();
-    /// if !pods.wait_for_sync(Duration::from_secs(30)).await {
-    ///     eprintln!("not synced after 30 s: {:?}", pods.health().last_error);
-    /// }
-    /// # }
+    /// pods.wait_for_sync(Duration::from_secs(30)).await?;
+    /// # Ok(()) }
     /// ```
-    pub async fn wait_for_sync(&self, timeout: Duration) -> bool {
-        tokio::time::timeout(timeout, self.synced()).await.is_ok()
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), NotSynced> {
+        match tokio::time::timeout(timeout, self.synced()).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(NotSynced::from_health(timeout, self.health())),
+        }
     }
 
     /// Completes once [`has_synced`](Self::has_synced) (never, if the informer never syncs).
@@ -343,10 +417,13 @@ impl<T: Object + Clone> Informer<T> {
             id,
             handler,
             resync.and_then(resync_period),
-            self.shared.pool.clone(),
-            self.shared.on_error.clone(),
-            self.shared.progress.clone(),
-            self.shared.synced.clone(),
+            SlotContext {
+                pool: self.shared.pool.clone(),
+                on_error: self.shared.on_error.clone(),
+                progress: self.shared.progress.clone(),
+                informer_synced: self.shared.synced.clone(),
+                runtime: self.shared.runtime.clone(),
+            },
         );
         {
             let mut handlers = self.shared.handlers.write().unwrap();

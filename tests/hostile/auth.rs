@@ -88,7 +88,7 @@ async fn forbidden_reaches_the_callback_and_health_with_the_servers_message() {
     assert_eq!(inf.store().len(), 0);
 
     sim.faults().forbid_reads(false);
-    assert!(inf.wait_for_sync(LIMIT).await);
+    inf.wait_for_sync(LIMIT).await.unwrap();
     assert!(inf.store().get("default", "a").is_some());
     inf.stop();
 }

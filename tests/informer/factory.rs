@@ -99,7 +99,7 @@ async fn factory_informers_honour_selectors_and_transforms_and_stamp_dynamic_obj
             .wait_for_sync(Duration::from_secs(60))
             .await,
     ] {
-        assert!(synced);
+        synced.unwrap();
     }
 
     assert_eq!(names(&typed), set(&["c1", "c2"]));

@@ -29,7 +29,7 @@ async fn syncs_follows_changes_and_notifies() {
     let m = mirror.clone();
     let h = inf.add_handler(ForwardTo(m));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     assert_eq!(store_state(&inf), server_state(&sim));
     assert!(eventually(60, || inf.handler_has_synced(h)).await);
     assert_eq!(mirror.initial.load(Ordering::Relaxed), 20);
@@ -64,7 +64,7 @@ async fn late_handler_gets_the_store_first_then_live_events() {
     }
     let inf: Informer<ConfigMap> = Informer::new(Api::namespaced(client(&sim), "a"), options());
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     let late = Arc::new(Mirror::default());
     let id = inf.add_handler(ForwardTo(late.clone()));
     assert!(eventually(60, || inf.handler_has_synced(id)).await);
@@ -96,7 +96,7 @@ async fn slow_and_panicking_handlers_do_not_hold_up_the_store_or_others() {
     let fast = Arc::new(Mirror::default());
     inf.add_handler(ForwardTo(fast.clone()));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     for v in 1..=300 {
         sim.patch(
             "configmaps",
@@ -186,7 +186,7 @@ async fn relists_after_expiry_and_falls_back_from_streaming_lists() {
     let mirror = Arc::new(Mirror::default());
     inf.add_handler(ForwardTo(mirror.clone()));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     let lists = inf.health().lists;
     // Changes the informer cannot see as events: compact the history, cut the watches.
     sim.faults().stall_watches();
@@ -235,7 +235,7 @@ async fn a_running_relist_delivers_what_it_changed() {
         let _ = updates.send((cm.metadata.name.to_string(), cm.data["v"].to_string()));
     }));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     let lists = inf.health().lists;
 
     // A change no watch can bring: made while the watches are stalled, then the history is
@@ -295,7 +295,7 @@ async fn handler_and_index_panics_are_caught_counted_and_reported() {
     let mirror = Arc::new(Mirror::default());
     inf.add_handler(ForwardTo(mirror.clone()));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     sim.create("configmaps", Some("a"), cm("a", "bad", 1))
         .unwrap();
     sim.create("configmaps", Some("a"), cm("a", "c2", 2))
@@ -350,7 +350,7 @@ async fn a_resync_period_of_zero_means_never() {
         Duration::ZERO,
     );
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     assert!(eventually(60, || inf.handler_has_synced(id)).await);
     // One real change: the handler hears of it, and of nothing else (a zero period used to resync
     // in a loop, flooding the handler with updates).
@@ -384,7 +384,7 @@ async fn recovers_from_an_in_stream_429_html_errors_and_a_bogus_200() {
     let mirror = Arc::new(Mirror::default());
     inf.add_handler(ForwardTo(mirror.clone()));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     assert!(
         eventually(60, || inf.health().phase
             == informer::reflector::Phase::Watching)
@@ -458,4 +458,69 @@ async fn fault_convergence_scenarios_70_to_139() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_convergence_scenarios_140_to_209() {
     scenarios(140, 70).await;
+}
+
+/// A wait for a sync that cannot happen says why: the reflector's phase and the server's 403,
+/// not a bare `false`. The wait is asked only after the reflector has reported a failure (its
+/// error callback), so its answer does not depend on how fast the machine is.
+#[tokio::test]
+async fn a_sync_that_cannot_happen_says_why() {
+    let sim = Simulator::start().await.unwrap();
+    sim.faults().forbid_reads(true);
+    let client = informer::Client::new(informer::Config::new(sim.url().parse().unwrap())).unwrap();
+    let (failed, mut first_failure) = tokio::sync::mpsc::unbounded_channel();
+    let options = ReflectorOptions {
+        on_error: Some(Arc::new(move |_: &informer::Error| {
+            let _ = failed.send(());
+        })),
+        ..Default::default()
+    };
+    let informer: Informer<ConfigMap> = Informer::new(Api::all(client), options);
+    informer.start();
+    first_failure.recv().await.unwrap();
+    let why = loop {
+        let e = informer
+            .wait_for_sync(Duration::from_millis(10))
+            .await
+            .unwrap_err();
+        if e.last_error.is_some() {
+            break e;
+        }
+        // The callback runs before the health is written: wait for the next failure.
+        first_failure.recv().await.unwrap();
+    };
+    assert!(why.consecutive_failures >= 1, "{why:?}");
+    let text = why.to_string();
+    assert!(text.contains("403") && text.contains("forbidden"), "{text}");
+    assert!(text.starts_with("not synced after 10ms"), "{text}");
+}
+
+/// A handler may `tokio::spawn`: it runs inside the runtime the informer started on (on a pool
+/// thread, where no runtime is entered by itself).
+#[tokio::test]
+async fn a_handler_may_spawn_tasks() {
+    let sim = Simulator::start().await.unwrap();
+    sim.create(
+        "configmaps",
+        Some("default"),
+        json!({"metadata": {"name": "a"}}),
+    )
+    .unwrap();
+    let client = informer::Client::new(informer::Config::new(sim.url().parse().unwrap())).unwrap();
+    let informer: Informer<ConfigMap> = Informer::new(Api::all(client), Default::default());
+    let (spawned, mut ran) = tokio::sync::mpsc::unbounded_channel();
+    informer.add_handler(HandlerFns::new().on_add(move |cm: &Arc<ConfigMap>, _| {
+        let spawned = spawned.clone();
+        let name = cm.metadata.name.clone();
+        tokio::spawn(async move {
+            let _ = spawned.send(name);
+        });
+    }));
+    informer.start();
+    // Without the runtime entered the handler panics ("no reactor running"), caught and
+    // counted, and nothing is ever sent.
+    let name = tokio::time::timeout(Duration::from_secs(60), ran.recv())
+        .await
+        .expect("the handler's task never ran");
+    assert_eq!(name.as_deref(), Some("a"));
 }

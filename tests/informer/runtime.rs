@@ -67,7 +67,7 @@ async fn handlers_of_many_informers_share_the_client_s_pool_and_keep_their_order
         informers.push(inf);
     }
     for inf in &informers {
-        assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+        inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     }
     for round in 1..=5 {
         for ns in 0..20 {
@@ -163,7 +163,7 @@ async fn a_panicking_transform_is_reported_and_the_informer_goes_on() {
         }),
     );
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     sim.create("configmaps", Some("a"), cm("a", "bad", 1))
         .unwrap();
     assert!(
@@ -210,7 +210,7 @@ async fn a_panicking_error_callback_is_caught() {
         s.fetch_add(1, Ordering::SeqCst);
     }));
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(60)).await);
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     sim.create("configmaps", Some("a"), cm("a", "bad", 1))
         .unwrap();
     sim.create("configmaps", Some("a"), cm("a", "c2", 2))
@@ -286,7 +286,7 @@ async fn wait_for_sync_is_woken_once_when_the_informer_syncs() {
         polls: 0,
     };
     let mut wait = pin!(wait);
-    assert!((&mut wait).await);
+    (&mut wait).await.unwrap();
     assert_eq!(inf.store().len(), 100);
     assert_eq!(log.lock().unwrap().len(), 1, "woken once");
     assert_eq!(

@@ -34,7 +34,10 @@ async fn an_informer_waits_for_its_own_writes() {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let informer = Informer::new(api.clone(), Default::default());
     informer.start();
-    assert!(informer.wait_for_sync(Duration::from_secs(60)).await);
+    informer
+        .wait_for_sync(Duration::from_secs(60))
+        .await
+        .unwrap();
 
     let mut cm = ConfigMap::default();
     cm.metadata.name = "mine".into();

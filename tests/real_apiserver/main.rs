@@ -645,7 +645,7 @@ async fn informer_converges_while_objects_are_written_concurrently() {
                 delete(&client, &cm_path(&ns, Some(&format!("pre{w}")))).await;
             }));
         }
-        assert!(inf.wait_for_sync(Duration::from_secs(20)).await);
+        inf.wait_for_sync(Duration::from_secs(20)).await.unwrap();
         for w in writers {
             w.await.unwrap();
         }
@@ -713,7 +713,7 @@ async fn streaming_list_is_refused_with_422_and_the_reflector_falls_back_to_list
         }));
         let inf = Informer::new(cms.clone(), options);
         inf.start();
-        assert!(inf.wait_for_sync(Duration::from_secs(20)).await);
+        inf.wait_for_sync(Duration::from_secs(20)).await.unwrap();
         assert_eq!(store_state(&inf), server_state(&cms).await);
         post(
             &client,
@@ -750,7 +750,7 @@ async fn endpoints_and_v1beta1_endpointslices_decode_and_inform() {
         let slices: Api<EndpointSlice> = Api::namespaced_with(client.clone(), &ns, beta.clone());
         let inf = Informer::new(slices.clone(), fast_options());
         inf.start();
-        assert!(inf.wait_for_sync(Duration::from_secs(20)).await);
+        inf.wait_for_sync(Duration::from_secs(20)).await.unwrap();
 
         post(
             &client,

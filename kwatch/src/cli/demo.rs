@@ -136,9 +136,9 @@ impl Mirror {
     async fn wait_for_sync(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let left = || deadline.saturating_duration_since(Instant::now());
-        self.services.wait_for_sync(left()).await
-            && self.slices.wait_for_sync(left()).await
-            && self.pods.wait_for_sync(left()).await
+        self.services.wait_for_sync(left()).await.is_ok()
+            && self.slices.wait_for_sync(left()).await.is_ok()
+            && self.pods.wait_for_sync(left()).await.is_ok()
             && self.discovery.wait_for_sync(NAMESPACE, left()).await
     }
 

@@ -33,7 +33,10 @@ pub async fn run(global: &Global, args: GetArgs) -> CliResult {
     informer.start();
     let what = format!("get {}", resource.plural);
     errors
-        .wait_for_sync(informer.wait_for_sync(connect::SYNC_TIMEOUT), &what)
+        .wait_for_sync(
+            async { informer.wait_for_sync(connect::SYNC_TIMEOUT).await.is_ok() },
+            &what,
+        )
         .await?;
     let mut objects: Vec<Arc<JsonObject>> = informer.store().list();
     informer.stop();

@@ -269,9 +269,14 @@ fn forward_notifications(
 /// Completes once the handler `id` has synced, or the informer when there is no handler.
 async fn synced(informer: &Informer<JsonObject>, id: Option<HandlerId>) {
     match id {
-        Some(id) => informer.wait_for_handler_sync(id, Duration::MAX).await,
-        None => informer.wait_for_sync(Duration::MAX).await,
-    };
+        Some(id) => {
+            informer.wait_for_handler_sync(id, Duration::MAX).await;
+        }
+        None => {
+            // Without a timeout it returns only once synced.
+            let _ = informer.wait_for_sync(Duration::MAX).await;
+        }
+    }
 }
 
 /// Whether the handler `id` has synced, or the informer when there is no handler.

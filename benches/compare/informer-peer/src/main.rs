@@ -53,7 +53,7 @@ async fn run<T: Object + informer::Resource + Clone>(api: Api<T>, events: u64, l
 async fn measure<T: Object + Clone>(inf: Informer<T>, client_name: &str, events: u64, last_key: (String, String), last_rv: String) -> String {
     let t0 = Instant::now();
     inf.start();
-    assert!(inf.wait_for_sync(Duration::from_secs(120)).await, "no sync in 120 s");
+    inf.wait_for_sync(Duration::from_secs(120)).await.expect("no sync in 120 s");
     let synced = Instant::now();
     let store: Arc<informer::Store<T>> = inf.store().clone();
     let objects = store.len();
