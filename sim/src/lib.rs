@@ -50,9 +50,10 @@
 //! object stamped with the new RV. A watcher more than [`SimulatorBuilder::watch_buffer`] events
 //! behind is closed cleanly, as the apiserver does with unresponsive watchers.
 //!
-//! DELETE answers the deleted object for pods, namespaces and custom resources (their registries
-//! set `ReturnDeletedObject`) and a `Success` Status (with `details.uid`) for the others, as in
-//! the 1.20 Endpoints capture.
+//! DELETE answers the deleted object for pods and namespaces (their registries set
+//! `ReturnDeletedObject`) and a `Success` Status (with `details.uid`) for the others, custom
+//! resources included, as the 1.20 server does (the Endpoints capture; the real-apiserver suite's
+//! custom resource writes). An object finalizers hold is answered as it now is.
 //!
 //! # Modules
 //!

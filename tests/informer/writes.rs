@@ -88,3 +88,10 @@ async fn an_informer_waits_for_its_own_writes() {
         .unwrap();
     assert!(informer.store().get("default", "mine").is_none());
 }
+
+#[tokio::test]
+async fn every_write_on_a_custom_resource() {
+    let sim = Simulator::start().await.unwrap();
+    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    writes::custom_resource_writes(&client, "default").await;
+}

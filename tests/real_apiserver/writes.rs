@@ -252,3 +252,14 @@ async fn refusals(client: &informer::Client) -> Vec<(String, serde_json::Value)>
     }
     out
 }
+
+#[tokio::test]
+async fn every_write_on_a_custom_resource() {
+    let real = real_or_skip!("every_write_on_a_custom_resource");
+    bounded(90, async {
+        let client = real.client();
+        let ns = namespace(&client, "crd-writes").await;
+        writes::custom_resource_writes(&client, &ns).await;
+    })
+    .await;
+}

@@ -365,3 +365,176 @@ pub async fn finalizer_flow(client: &Client, ns: &str) {
     let e = cms.get("f1").await.unwrap_err();
     assert!(e.is_not_found(), "{e}");
 }
+
+/// The CRD every run shares (a group of its own, so the example operator's Widget CRD is left
+/// alone); created if absent, then waited for until it is Established.
+pub async fn install_gadget_crd(client: &Client) -> informer::ApiResource {
+    use informer::{ApiResource, DynamicObject};
+    let crds: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        ApiResource::new(
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+        ),
+    );
+    let open = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+    let crd: DynamicObject = serde_json::from_value(json!({
+        "metadata": {"name": "gadgets.writes.example.com"},
+        "spec": {
+            "group": "writes.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": open, "status": open}}},
+                "subresources": {
+                    "status": {},
+                    "scale": {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas"},
+                },
+            }],
+        },
+    }))
+    .unwrap();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(e) if e.is_already_exists() => {}
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let crd = crds.get("gadgets.writes.example.com").await.unwrap();
+        let established = crd.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Established" && c["status"] == "True")
+            });
+        if established {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the CRD was never Established"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    ApiResource::new("writes.example.com", "v1", "Gadget", "gadgets", true)
+}
+
+/// The writes on a custom resource: create, the status subresource (what each endpoint may
+/// change, and `generation`), a status apply, the scale subresource, the 415 of a strategic
+/// merge, and a delete that answers the object.
+pub async fn custom_resource_writes(client: &Client, ns: &str) {
+    use informer::DynamicObject;
+    let resource = install_gadget_crd(client).await;
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, resource);
+    let post = PostParams::default();
+    let g: DynamicObject = serde_json::from_value(
+        json!({"metadata": {"name": "g1"}, "spec": {"size": 1, "replicas": 1}, "status": {"ready": false}}),
+    )
+    .unwrap();
+    let created = gadgets.create(&post, &g).await.unwrap();
+    assert_eq!(created.types.kind, "Gadget");
+    assert_eq!(created.metadata.generation, Some(1));
+    assert!(
+        created.data.get("status").is_none(),
+        "a create sets no status under a status subresource: {:?}",
+        created.data
+    );
+
+    // The status endpoint changes the status only, and not the generation.
+    let mut with_status = created.clone();
+    with_status
+        .data
+        .insert("status".into(), json!({"ready": true, "replicas": 1}));
+    with_status
+        .data
+        .insert("spec".into(), json!({"size": 99, "replicas": 1}));
+    let after = gadgets
+        .replace_status("g1", &post, &with_status)
+        .await
+        .unwrap();
+    assert_eq!(after.data["status"]["ready"], true);
+    assert_eq!(
+        after.data["spec"]["size"], 1,
+        "a status write changed the spec"
+    );
+    assert_eq!(after.metadata.generation, Some(1));
+    // The main endpoint changes the spec only, and bumps the generation.
+    let mut with_spec = after.clone();
+    with_spec
+        .data
+        .insert("spec".into(), json!({"size": 2, "replicas": 1}));
+    with_spec
+        .data
+        .insert("status".into(), json!({"ready": false}));
+    let after = gadgets.replace("g1", &post, &with_spec).await.unwrap();
+    assert_eq!(after.data["spec"]["size"], 2);
+    assert_eq!(
+        after.data["status"]["ready"], true,
+        "a main write changed the status"
+    );
+    assert_eq!(after.metadata.generation, Some(2));
+
+    // A server-side apply of the status, and the status read back through its endpoint.
+    let applied = gadgets
+        .patch_status(
+            "g1",
+            &PatchParams::apply("gadget-operator").force(),
+            &Patch::Apply(json!({"metadata": {"name": "g1"}, "status": {"phase": "Ready"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.data["status"]["phase"], "Ready");
+    let read = gadgets.get_status("g1").await.unwrap();
+    assert_eq!(read.data["status"]["phase"], "Ready");
+
+    // Custom resources take no strategic merge patch.
+    let e = gadgets
+        .patch(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"size": 3}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::UnsupportedMediaType), "{e}");
+
+    // The scale subresource reads and writes spec.replicas.
+    let scale = gadgets.get_scale("g1").await.unwrap();
+    assert_eq!(scale.spec.replicas, Some(1));
+    let scaled = gadgets
+        .patch_scale(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.replicas, Some(3));
+    assert_eq!(gadgets.get("g1").await.unwrap().data["spec"]["replicas"], 3);
+    let mut rescale = scaled.clone();
+    rescale.spec.replicas = Some(4);
+    let rescaled = gadgets.replace_scale("g1", &post, &rescale).await.unwrap();
+    assert_eq!(rescaled.spec.replicas, Some(4));
+    // The Scale's resourceVersion is a precondition.
+    let e = gadgets
+        .replace_scale("g1", &post, &rescale)
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+
+    // A custom resource without finalizers answers its delete with a Status (1.20).
+    let outcome = gadgets
+        .delete("g1", &DeleteParams::default())
+        .await
+        .unwrap();
+    match outcome {
+        DeleteOutcome::Status(s) => assert_eq!(s.details.unwrap().name, "g1"),
+        DeleteOutcome::Object(o) => panic!("expected a Status, got {o:?}"),
+    }
+    assert!(gadgets.get("g1").await.unwrap_err().is_not_found());
+}
