@@ -240,6 +240,13 @@ pub async fn scenario(client: &Client, setup: &Setup) {
             replica.log()
         );
     }
+    // At most one created it (none when it existed before); the other took 409 AlreadyExists.
+    let created = [&a, &b]
+        .iter()
+        .filter(|r| r.log().contains("created CRD"))
+        .count();
+    assert!(created <= 1, "both replicas created the CRD");
+    println!("the CRD race: {created} of 2 replicas created it, the rest found it (409)");
 
     // /metrics answers on both, in Prometheus' text format.
     for replica in [&a, &b] {
@@ -365,6 +372,10 @@ pub async fn scenario(client: &Client, setup: &Setup) {
     })
     .await;
     let takeover = killed.elapsed();
+    println!(
+        "{} reconciled {takeover:?} after the leader's SIGKILL",
+        survivor.identity
+    );
     assert!(
         takeover < TAKEOVER,
         "{} reconciled {takeover:?} after the leader's SIGKILL",
@@ -375,6 +386,7 @@ pub async fn scenario(client: &Client, setup: &Setup) {
 
     // SIGTERM: the survivor exits within a few seconds and releases the Lease.
     let stopped_in = survivor.terminate().await;
+    println!("{} stopped {stopped_in:?} after SIGTERM", survivor.identity);
     assert!(
         stopped_in < Duration::from_secs(10),
         "{} took {stopped_in:?} to stop",
