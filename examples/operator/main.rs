@@ -239,6 +239,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let ctx = Arc::new(Context {
         client: client.clone(),
+        widgets: widgets.clone(),
     });
     let summary = controller
         .run_fenced(fence, reconcile::reconcile, ctx, terminated())

@@ -6,11 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use informer::client::{DeleteParams, Patch, PatchParams};
 use informer::leaderelection::FencingToken;
 use informer::workqueue::{Action, FinalizerError, FinalizerEvent, finalizer};
-use informer::{Api, Client, ConfigMap, Error};
+use informer::{Api, Client, ConfigMap, Error, Informer};
 use serde_json::{Value, json};
 
 use crate::widget::{API_VERSION, KIND, Widget, WidgetStatus};
@@ -28,6 +29,8 @@ pub type ReconcileError = FinalizerError<Error>;
 /// What every reconcile shares.
 pub struct Context {
     pub client: Client,
+    /// The informer the controller reads Widgets from, to wait for our own writes to reach it.
+    pub widgets: Informer<Widget>,
 }
 
 /// The name of `widget`'s ConfigMap.
@@ -135,8 +138,19 @@ async fn apply(
             "metadata": {"name": meta.name, "namespace": meta.namespace},
             "status": status,
         });
-        widgets
+        let written = widgets
             .patch_status(&meta.name, &apply, &Patch::Apply(&patch))
+            .await?;
+        // Read our own write: the next reconcile of this Widget (the ConfigMap's event has
+        // queued one already) then finds this status in the store instead of writing it again.
+        let version = &written.metadata.resource_version;
+        ctx.widgets
+            .wait_for_version(
+                &meta.namespace,
+                &meta.name,
+                version,
+                Duration::from_secs(10),
+            )
             .await?;
         eprintln!(
             "operator[{token}]: {}/{}: generation {} reconciled into {name}",
