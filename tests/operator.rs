@@ -28,6 +28,7 @@ async fn two_replicas_of_the_operator_do_everything_the_issue_asks_on_the_simula
             kubeconfig,
             namespace: "default".into(),
             dir: dir.path().to_owned(),
+            short_lease: true,
         };
         scenario(&client, &setup).await;
         sim.shutdown().await;
