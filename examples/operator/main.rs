@@ -150,6 +150,14 @@ async fn terminated() {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = args()?;
+    // SIGTERM (or Ctrl-C) flips `stopping`, from now on: whatever this replica is doing then
+    // (installing the CRD, waiting for its caches, reconciling) ends in order.
+    let (stop, stopping) = watch::channel(false);
+    tokio::spawn(async move {
+        terminated().await;
+        stop.send_replace(true);
+    });
+
     let config = match &args.kubeconfig {
         Some(path) => {
             Config::from_kubeconfig(&KubeconfigOptions {
@@ -164,7 +172,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let namespace = args.namespace.as_deref();
 
     if args.install_crd {
-        widget::install(&client, Duration::from_secs(60)).await?;
+        tokio::select! {
+            installed = widget::install(&client, Duration::from_secs(60)) => installed?,
+            _ = flipped(stopping.clone()) => return Ok(()),
+        }
     }
 
     // Leader election: the fence is `Some(token)` while this replica leads.
@@ -197,8 +208,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     });
-    let (stop_election, election_stopped) = watch::channel(false);
-    let election = tokio::spawn(elector.run(flipped(election_stopped)));
 
     if let Some(addr) = args.metrics_addr {
         let bound = metrics::serve(addr, fence.clone(), args.lease_name.clone()).await?;
@@ -207,6 +216,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             args.identity
         );
     }
+
+    // Campaign (a failed start above held nothing); stopped after the workers, below.
+    let (stop_election, election_stopped) = watch::channel(false);
+    let election = tokio::spawn(elector.run(flipped(election_stopped)));
 
     // Widgets, and the ConfigMaps this operator made (an event on one reconciles its Widget).
     let factory = InformerFactory::new(client.clone());
@@ -242,7 +255,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         widgets: widgets.clone(),
     });
     let summary = controller
-        .run_fenced(fence, reconcile::reconcile, ctx, terminated())
+        .run_fenced(fence, reconcile::reconcile, ctx, flipped(stopping))
         .await;
     eprintln!("operator {}: stopping after {summary:?}", args.identity);
 
