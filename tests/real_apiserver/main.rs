@@ -12,6 +12,7 @@ mod differential;
 mod support;
 mod leases;
 mod many_watches;
+mod operator;
 mod writes;
 
 use std::collections::BTreeMap;

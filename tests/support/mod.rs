@@ -7,6 +7,9 @@ pub mod config;
 /// A handler that checks notification sequences, and seeded fault scenarios against the simulator
 /// (also used by `examples/convergence.rs`).
 pub mod convergence;
+/// The example operator as processes, and the scenario its tests run on the simulator and the
+/// real apiserver.
+pub mod operator;
 /// A raw HTTP/1.1 client over `TcpStream`, so status lines, headers and chunk framing are visible.
 pub mod raw_client;
 /// Real apiserver captures and a raw HTTP/1.1 server that replays or scripts replies.
