@@ -184,3 +184,42 @@ async fn gather_counts_an_informer_fed_work_queue_and_the_informer() {
     assert_eq!(sample(&text, "workqueue_depth", &name), None, "{text}");
     assert_eq!(sample(&text, "workqueue_adds_total", &name), Some(adds));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_election_master_status_is_1_while_leading_and_0_after() {
+    use informer::leaderelection::{LeaderElectionConfig, LeaderElector, LeadershipEvent};
+
+    let sim = Simulator::start().await.unwrap();
+    let mut elector = LeaderElector::new(
+        client(&sim),
+        "default",
+        "metrics-test-lease",
+        "a",
+        LeaderElectionConfig::default(),
+    )
+    .unwrap();
+    let mut events = elector.events();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(elector.run(async {
+        let _ = released.await;
+    }));
+    let lease = [("name", "metrics-test-lease")];
+    let status = || {
+        sample(
+            &informer::metrics::gather(),
+            "leader_election_master_status",
+            &lease,
+        )
+    };
+    loop {
+        match tokio::time::timeout(PATIENCE, events.recv()).await {
+            Ok(Some(LeadershipEvent::StartedLeading(_))) => break,
+            Ok(Some(_)) => {}
+            other => panic!("no leadership: {other:?}"),
+        }
+    }
+    assert_eq!(status(), Some(1.0));
+    release.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
+    assert_eq!(status(), Some(0.0));
+}
