@@ -41,7 +41,7 @@
 //! name share their series. Series read from live queues and informers (the gauges, and the
 //! informers' counters) disappear when the queue or informer is dropped.
 //!
-//! [`WorkQueue::with_name`]: ../workqueue/struct.WorkQueue.html#method.with_name
+//! [`WorkQueue::with_name`]: crate::workqueue::WorkQueue::with_name
 //!
 //! # Buckets
 //!
