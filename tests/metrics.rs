@@ -223,3 +223,17 @@ async fn leader_election_master_status_is_1_while_leading_and_0_after() {
     tokio::time::timeout(PATIENCE, task).await.unwrap().unwrap();
     assert_eq!(status(), Some(0.0));
 }
+
+#[tokio::test]
+async fn a_controllers_queue_is_named_after_its_kind_unless_named_already() {
+    let sim = Simulator::start().await.unwrap();
+    let configmaps = Informer::new(
+        Api::<ConfigMap>::namespaced(client(&sim), "default"),
+        Default::default(),
+    );
+    let controller = informer::workqueue::Controller::new(&configmaps, 1);
+    assert_eq!(controller.queue().name().as_deref(), Some("configmap"));
+    let named = WorkQueue::new().with_name("mine");
+    let controller = informer::workqueue::Controller::with_queue(&configmaps, named, 1);
+    assert_eq!(controller.queue().name().as_deref(), Some("mine"));
+}
