@@ -324,17 +324,25 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// Names the queue (see [`with_name`](Self::with_name)).
     pub(crate) fn set_name(&self, name: String) {
         let name: Arc<str> = name.into();
+        #[cfg(feature = "metrics")]
+        let recorder = crate::metrics::QueueRecorder::new(&name);
         let mut state = self.shared.lock();
         #[cfg(feature = "metrics")]
+        let first = state.name.is_none();
+        #[cfg(feature = "metrics")]
         {
-            if state.name.is_none() {
-                // Registered once, weakly: the gauges go when the queue goes.
-                let source: Weak<Shared<K>> = Arc::downgrade(&self.shared);
-                crate::metrics::register_queue(source);
-            }
-            state.recorder = Some(crate::metrics::QueueRecorder::new(&name));
+            state.recorder = Some(recorder);
         }
         state.name = Some(name);
+        // Registered after the state's lock is released: a gather holds the list of queues while
+        // it locks each queue's state, so the two locks are always taken in that order.
+        drop(state);
+        #[cfg(feature = "metrics")]
+        if first {
+            // Once, weakly: the gauges go when the queue goes.
+            let source: Weak<Shared<K>> = Arc::downgrade(&self.shared);
+            crate::metrics::register_queue(source);
+        }
     }
 
     /// Marks `key` as needing processing (W2).
