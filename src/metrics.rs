@@ -11,7 +11,7 @@
 //! | name | type | labels | recorded |
 //! |---|---|---|---|
 //! | `rest_client_requests_total` | counter | `code`, `method`, `host` | each response head (`code` its status), or `<error>` when no response came |
-//! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` | time to the response head |
+//! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` | time to the response head (or to the failure) |
 //! | `workqueue_depth` | gauge | `name` | keys waiting, read from the live queues |
 //! | `workqueue_adds_total` | counter | `name` | adds not deduplicated away |
 //! | `workqueue_retries_total` | counter | `name` | `add_after` / `add_rate_limited` calls |
@@ -263,11 +263,10 @@ pub(crate) fn record_request(method: &str, host: &str, status: Option<u16>, late
     m.rest_requests
         .with_label_values(&[code.as_str(), method, host])
         .inc();
-    if status.is_some() {
-        m.rest_duration
-            .with_label_values(&[method, host])
-            .observe(latency.as_secs_f64());
-    }
+    // Failed requests too, as client-go: the time until the failure.
+    m.rest_duration
+        .with_label_values(&[method, host])
+        .observe(latency.as_secs_f64());
 }
 
 // ---- leader election ----
@@ -747,14 +746,15 @@ mod tests {
         let get = [("verb", "GET"), host];
         assert_eq!(
             value(&samples, "rest_client_request_duration_seconds_count", &get),
-            Some(1.0)
+            Some(2.0)
         );
-        // 30 ms: above the 0.025 bucket, within the 0.1 one.
+        // 30 ms: above the 0.025 bucket, within the 0.1 one; the failure after 1 ms in the first.
         let bucket = |le| [("verb", "GET"), host, ("le", le)];
         let buckets = "rest_client_request_duration_seconds_bucket";
-        assert_eq!(value(&samples, buckets, &bucket("0.025")), Some(0.0));
-        assert_eq!(value(&samples, buckets, &bucket("0.1")), Some(1.0));
-        assert_eq!(value(&samples, buckets, &bucket("+Inf")), Some(1.0));
+        assert_eq!(value(&samples, buckets, &bucket("0.005")), Some(1.0));
+        assert_eq!(value(&samples, buckets, &bucket("0.025")), Some(1.0));
+        assert_eq!(value(&samples, buckets, &bucket("0.1")), Some(2.0));
+        assert_eq!(value(&samples, buckets, &bucket("+Inf")), Some(2.0));
 
         let q = [("name", "unit-queue")];
         assert_eq!(value(&samples, "workqueue_adds_total", &q), Some(3.0));
