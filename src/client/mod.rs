@@ -255,6 +255,13 @@ impl Client {
                     ))
                 })
                 .and_then(|r| r.map_err(|e| classify_transport(&method, path_and_query, e)));
+            #[cfg(feature = "metrics")]
+            crate::metrics::record_request(
+                method.as_str(),
+                self.metrics_host(),
+                resp.as_ref().ok().map(|r| r.status().as_u16()),
+                started.elapsed(),
+            );
             let resp = match resp {
                 Ok(resp) => resp,
                 Err(e) => {
@@ -283,6 +290,17 @@ impl Client {
             }
             return Err(error_from_response(resp, self.inner.config.body_stall_timeout).await);
         }
+    }
+
+    /// The `host` label of the REST client metrics: the server URL's `host[:port]`, as
+    /// client-go's `url.Host`.
+    #[cfg(feature = "metrics")]
+    fn metrics_host(&self) -> &str {
+        let base = &self.inner.base;
+        let authority = base
+            .split_once("://")
+            .map_or(base.as_str(), |(_, rest)| rest);
+        authority.split('/').next().unwrap_or(authority)
     }
 
     async fn build(

@@ -178,6 +178,12 @@ struct Shared<T: Object> {
     /// Set by `stop` under the handlers' write lock: a handler registered after it is closed at
     /// once, so nothing escapes what `stop` returns.
     stopped: std::sync::atomic::AtomicBool,
+    /// The resource, for the metrics' labels and a controller's queue name.
+    #[cfg(feature = "metrics")]
+    resource: crate::model::ApiResource,
+    /// The processing latency series.
+    #[cfg(feature = "metrics")]
+    recorder: crate::metrics::InformerRecorder,
 }
 
 /// The informer's tasks, once started; taken by `stop`.
@@ -252,6 +258,8 @@ impl<T: Object + Clone> Informer<T> {
             }));
         }
         let pool = api.client().handler_pool().clone();
+        #[cfg(feature = "metrics")]
+        let reflector_resource = api.resource().clone();
         let transform = dynamic::with_stamping(api.resource(), transform);
         let (fifo, consumer) = DeltaFifo::new(store.clone());
         let mut reflector = Reflector::new(api, fifo.clone(), options);
@@ -259,7 +267,9 @@ impl<T: Object + Clone> Informer<T> {
             reflector = reflector.with_transform(t);
         }
         let health = reflector.health_handle();
-        Informer {
+        #[cfg(feature = "metrics")]
+        let resource = reflector_resource.clone();
+        let informer = Informer {
             shared: Arc::new(Shared {
                 store,
                 fifo,
@@ -277,8 +287,25 @@ impl<T: Object + Clone> Informer<T> {
                 runtime: Arc::new(OnceLock::new()),
                 tasks: Mutex::new(Tasks::default()),
                 stopped: std::sync::atomic::AtomicBool::new(false),
+                #[cfg(feature = "metrics")]
+                recorder: crate::metrics::InformerRecorder::new(&metrics_labels(&resource)),
+                #[cfg(feature = "metrics")]
+                resource,
             }),
+        };
+        #[cfg(feature = "metrics")]
+        {
+            // Weakly: the informer's series go when it goes.
+            let source: Weak<Shared<T>> = Arc::downgrade(&informer.shared);
+            crate::metrics::register_informer(source);
         }
+        informer
+    }
+
+    /// The resource the informer lists and watches.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn api_resource(&self) -> &crate::model::ApiResource {
+        &self.shared.resource
     }
 
     /// The local cache. Read it as often as you like: it never touches the apiserver.
@@ -525,6 +552,8 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         let Some(shared) = shared.upgrade() else {
             return;
         };
+        #[cfg(feature = "metrics")]
+        let started = std::time::Instant::now();
         let initial = popped.in_initial_list();
         {
             let handlers = shared.handlers.read().unwrap();
@@ -553,6 +582,8 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         }
         // Dropping `popped` marks its deltas processed (has_synced counts them).
         drop(popped);
+        #[cfg(feature = "metrics")]
+        shared.recorder.processed(started.elapsed());
         // The fifo turns synced either when the last initial pop is dropped (just above) or while
         // draining the end of the first list, which the reflector always follows with a bookmark
         // that comes out as a pop: either way this is the first look after the change.
@@ -720,6 +751,35 @@ impl<T: Object> Shared<T> {
                 slot.idle().await;
             }
         }))
+    }
+}
+
+/// An informer's metrics labels: name (the resource's plural), group, version, resource.
+#[cfg(feature = "metrics")]
+fn metrics_labels(resource: &crate::model::ApiResource) -> crate::metrics::InformerLabels {
+    [
+        resource.plural.to_string(),
+        resource.group.to_string(),
+        resource.version.to_string(),
+        resource.plural.to_string(),
+    ]
+}
+
+#[cfg(feature = "metrics")]
+impl<T: Object> crate::metrics::InformerSource for Shared<T> {
+    fn figures(&self) -> crate::metrics::InformerFigures {
+        let (events, lists, watches) = {
+            let health = self.health.lock().unwrap_or_else(|p| p.into_inner());
+            (health.events, health.lists, health.watches)
+        };
+        crate::metrics::InformerFigures {
+            labels: metrics_labels(&self.resource),
+            queued_items: self.fifo.metrics().depth,
+            resource_version: self.store.last_applied_resource_version(),
+            events,
+            lists,
+            watches,
+        }
     }
 }
 

@@ -190,6 +190,9 @@ impl LeaderElector {
             clock: WallClock::new(),
         };
         let mut next_attempt = Instant::now();
+        // client-go's gauge: 0 until this elector leads.
+        #[cfg(feature = "metrics")]
+        crate::metrics::set_leader(self.lock.name(), false);
         loop {
             // The first of: shutdown, the fence's deadline, the next attempt.
             let deadline = election.leading.as_ref().map(|(at, _)| *at);
@@ -234,6 +237,8 @@ impl LeaderElector {
                             "became leader"
                         );
                         self.fence.send_replace(Some(token.clone()));
+                        #[cfg(feature = "metrics")]
+                        crate::metrics::set_leader(self.lock.name(), true);
                         let _ = self.events.send(LeadershipEvent::StartedLeading(token));
                     }
                     next_attempt = sent + self.config.retry_period;
@@ -280,6 +285,8 @@ impl LeaderElector {
     fn stop_leading(&self, election: &mut Election) {
         if election.leading.take().is_some() {
             self.fence.send_replace(None);
+            #[cfg(feature = "metrics")]
+            crate::metrics::set_leader(self.lock.name(), false);
             let _ = self.events.send(LeadershipEvent::StoppedLeading);
         }
     }

@@ -318,6 +318,12 @@ impl<K: Object + Clone> Controller<K> {
     /// # }
     /// ```
     pub fn with_queue(primary: &Informer<K>, queue: WorkQueue<ObjectRef>, workers: usize) -> Self {
+        // An unnamed queue is exported under the primary's lowercase kind (`deployment`), as
+        // client-go's controllers name theirs.
+        #[cfg(feature = "metrics")]
+        if queue.name().is_none() {
+            queue.set_name(primary.api_resource().kind.to_lowercase());
+        }
         let controller = Controller {
             store: Arc::clone(primary.store()),
             pool: WorkerPool::new(queue, workers),

@@ -66,7 +66,9 @@
 //!   1000-slot channel to the waiting loop, and there is no 10 s heartbeat (the timer task is
 //!   woken when a new earliest deadline arrives).
 //! * The FIFO is fixed (no pluggable `Queue[T]` with `Touch`).
-//! * Metrics are a pull-based snapshot instead of a push to a named provider every 500 ms.
+//! * Metrics are a pull-based snapshot instead of a push to a named provider every 500 ms. With
+//!   the feature `metrics`, a named queue ([`WorkQueue::with_name`]) is also exported under
+//!   client-go's `workqueue_*` names (see the `metrics` module).
 //! * `shut_down` tells the timer task to stop but, being synchronous, does not wait for it.
 //! * `done` of a key that is not being processed is ignored (client-go would queue it twice).
 //!

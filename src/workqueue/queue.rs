@@ -116,9 +116,32 @@ struct State<K> {
     timing_metrics: bool,
     /// The timestamp stored in place of a clock reading while `timing_metrics` is off.
     epoch: Instant,
+    /// The name the metrics know the queue by (client-go's `Name`), if given.
+    name: Option<Arc<str>>,
+    /// The queue's Prometheus series, once it has a name.
+    #[cfg(feature = "metrics")]
+    recorder: Option<crate::metrics::QueueRecorder>,
 }
 
 impl<K> State<K> {
+    /// The longest running processor and the unfinished work: the longest and the summed time
+    /// the keys in flight have been processed so far (zero while timing metrics are off).
+    fn running_times(&self) -> (Duration, Duration) {
+        let mut longest = Duration::ZERO;
+        let mut unfinished = Duration::ZERO;
+        if self.timing_metrics {
+            let now = Instant::now();
+            for key_state in self.keys.values() {
+                if let Some(started) = key_state.processing_since {
+                    let running = now.saturating_duration_since(started);
+                    longest = longest.max(running);
+                    unfinished = unfinished.saturating_add(running);
+                }
+            }
+        }
+        (longest, unfinished)
+    }
+
     /// The time to stamp a key with: the clock, or a constant if timing metrics are off.
     fn now(&self) -> Instant {
         if self.timing_metrics {
@@ -178,6 +201,10 @@ impl<K: Clone + Eq + Hash> Shared<K> {
             Some(key_state) => {
                 key_state.dirty_since = Some(now());
                 state.adds += 1;
+                #[cfg(feature = "metrics")]
+                if let Some(r) = &state.recorder {
+                    r.adds.inc();
+                }
                 false
             }
             None => {
@@ -188,6 +215,10 @@ impl<K: Clone + Eq + Hash> Shared<K> {
                 state.keys.insert(key.clone(), key_state);
                 state.queue.push_back(key);
                 state.adds += 1;
+                #[cfg(feature = "metrics")]
+                if let Some(r) = &state.recorder {
+                    r.adds.inc();
+                }
                 true
             }
         }
@@ -252,12 +283,65 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                     work_duration: DurationStats::default(),
                     timing_metrics: true,
                     epoch: Instant::now(),
+                    name: None,
+                    #[cfg(feature = "metrics")]
+                    recorder: None,
                 }),
                 key_pushed: Notify::new(),
                 drain_progress: Notify::new(),
                 delayed: Arc::new(DelayedAdds::new()),
                 limiter: Box::new(limiter),
             }),
+        }
+    }
+
+    /// Names the queue, as client-go's `RateLimitingQueueConfig.Name`: with the `metrics`
+    /// feature, a named queue's figures are exported under client-go's `workqueue_*` names with
+    /// the label `name` (see [`metrics`](crate::metrics)); an unnamed queue's are not. Naming
+    /// again renames it. Queues of one name share their series.
+    ///
+    /// ```
+    /// # use informer::workqueue::WorkQueue;
+    /// let queue: WorkQueue<String> = WorkQueue::new().with_name("pods");
+    /// assert_eq!(queue.name().as_deref(), Some("pods"));
+    /// ```
+    pub fn with_name(self, name: impl Into<String>) -> Self {
+        self.set_name(name.into());
+        self
+    }
+
+    /// The queue's name, if it was given one ([`with_name`](Self::with_name)).
+    ///
+    /// ```
+    /// # use informer::workqueue::WorkQueue;
+    /// let queue: WorkQueue<String> = WorkQueue::new();
+    /// assert_eq!(queue.name(), None);
+    /// ```
+    pub fn name(&self) -> Option<String> {
+        self.shared.lock().name.as_deref().map(str::to_owned)
+    }
+
+    /// Names the queue (see [`with_name`](Self::with_name)).
+    pub(crate) fn set_name(&self, name: String) {
+        let name: Arc<str> = name.into();
+        #[cfg(feature = "metrics")]
+        let recorder = crate::metrics::QueueRecorder::new(&name);
+        let mut state = self.shared.lock();
+        #[cfg(feature = "metrics")]
+        let first = state.name.is_none();
+        #[cfg(feature = "metrics")]
+        {
+            state.recorder = Some(recorder);
+        }
+        state.name = Some(name);
+        // Registered after the state's lock is released: a gather holds the list of queues while
+        // it locks each queue's state, so the two locks are always taken in that order.
+        drop(state);
+        #[cfg(feature = "metrics")]
+        if first {
+            // Once, weakly: the gauges go when the queue goes.
+            let source: Weak<Shared<K>> = Arc::downgrade(&self.shared);
+            crate::metrics::register_queue(source);
         }
     }
 
@@ -329,9 +413,12 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
             if let Some(added_at) = key_state.dirty_since.take()
                 && state.timing_metrics
             {
-                state
-                    .queue_latency
-                    .record(now.saturating_duration_since(added_at));
+                let waited = now.saturating_duration_since(added_at);
+                state.queue_latency.record(waited);
+                #[cfg(feature = "metrics")]
+                if let Some(r) = &state.recorder {
+                    r.queued(waited);
+                }
             }
             key_state.processing_since = Some(now);
             state.in_flight += 1;
@@ -371,7 +458,12 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
         };
         state.in_flight -= 1;
         if state.timing_metrics {
-            state.work_duration.record(started.elapsed());
+            let worked = started.elapsed();
+            state.work_duration.record(worked);
+            #[cfg(feature = "metrics")]
+            if let Some(r) = &state.recorder {
+                r.worked(worked);
+            }
         }
         if key_state.dirty_since.is_some() {
             // Added while processing: now it may be handed out again.
@@ -421,6 +513,10 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
                 return;
             }
             state.retries += 1;
+            #[cfg(feature = "metrics")]
+            if let Some(r) = &state.recorder {
+                r.retries.inc();
+            }
         }
         if delay.is_zero() {
             self.add(key);
@@ -650,18 +746,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     pub fn metrics(&self) -> WorkQueueMetrics {
         let delayed = self.shared.delayed.len();
         let state = self.shared.lock();
-        let now = Instant::now();
-        let mut longest = Duration::ZERO;
-        let mut unfinished = Duration::ZERO;
-        if state.timing_metrics {
-            for key_state in state.keys.values() {
-                if let Some(started) = key_state.processing_since {
-                    let running = now.saturating_duration_since(started);
-                    longest = longest.max(running);
-                    unfinished = unfinished.saturating_add(running);
-                }
-            }
-        }
+        let (longest, unfinished) = state.running_times();
         WorkQueueMetrics {
             depth: state.queue.len(),
             in_flight: state.in_flight,
@@ -679,6 +764,21 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
 impl<K: Clone + Eq + Hash + Send + Sync + 'static> Default for WorkQueue<K> {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl<K: Send + Sync> crate::metrics::QueueSource for Shared<K> {
+    fn gauges(&self) -> Option<crate::metrics::QueueGauges> {
+        let state = self.lock();
+        let name = state.name.clone()?;
+        let (longest, unfinished) = state.running_times();
+        Some(crate::metrics::QueueGauges {
+            name,
+            depth: state.queue.len(),
+            unfinished_work: unfinished,
+            longest_running_processor: longest,
+        })
     }
 }
 
