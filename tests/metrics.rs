@@ -119,7 +119,7 @@ async fn gather_counts_an_informer_fed_work_queue_and_the_informer() {
         move |cm: &Arc<ConfigMap>, _initial| queue.add(cm.meta().key())
     }));
     informer.start();
-    assert!(informer.wait_for_sync(PATIENCE).await);
+    informer.wait_for_sync(PATIENCE).await.unwrap();
     // After the sync, over the watch.
     sim.create(
         "configmaps",

@@ -210,7 +210,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     if let Some(addr) = args.metrics_addr {
-        let bound = metrics::serve(addr, fence.clone(), args.lease_name.clone()).await?;
+        let bound = metrics::serve(addr).await?;
         eprintln!(
             "operator {}: metrics at http://{bound}/metrics",
             args.identity

@@ -152,7 +152,8 @@ impl Registry {
         r.add(
             ResourceInfo::new(
                 ApiResource::from_static(
-                    crate::crd::GROUP,
+                    // crd.rs's GROUP; written out, as crd.rs builds on this module.
+                    "apiextensions.k8s.io",
                     "v1",
                     "CustomResourceDefinition",
                     "customresourcedefinitions",

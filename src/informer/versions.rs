@@ -47,9 +47,16 @@ impl Drop for Waiting<'_> {
 }
 
 impl<T: Object> Informer<T> {
-    /// Waits until the store has seen `namespace/name` at `resource_version` or newer (see the
-    /// [module docs](self) for what "seen" means), at most `timeout`; a timeout is an
-    /// [`Error::Timeout`] saying what the store holds. Cluster-scoped objects have namespace `""`.
+    /// Waits until the store has seen `namespace/name` at `resource_version` or newer, at most
+    /// `timeout`; a timeout is an [`Error::Timeout`] saying what the store holds. Cluster-scoped
+    /// objects have namespace `""`.
+    ///
+    /// "Seen" means: the store holds the object at that version or a newer one, or the whole
+    /// store is known to match the server at that version or later (the object may have changed
+    /// again or been deleted since: the store shows what followed the write, never what preceded
+    /// it). Versions compare as numbers (etcd revisions; KEP-5504 made that part of the API in
+    /// 1.35); where one is not a number, only the exact version counts, and a wait overtaken by a
+    /// newer write times out.
     ///
     /// ```no_run
     /// # async fn demo(api: informer::Api<informer::ConfigMap>, cms: informer::Informer<informer::ConfigMap>)

@@ -236,7 +236,7 @@ struct Registered {
 
 /// A controller for objects of kind `K`: reconciles each object, as the primary informer's
 /// store holds it, whenever it or an object related to it changes. See the
-/// [module documentation](self) for its invariants.
+/// [`workqueue`](crate::workqueue) documentation for its invariants.
 ///
 /// Build it with [`new`](Self::new) (the primary informer: each `K` event enqueues the
 /// object's own ref), add [`owns`](Self::owns) (objects whose controlling owner is a `K`),

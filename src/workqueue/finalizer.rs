@@ -78,10 +78,22 @@ impl<E: std::error::Error + 'static> std::error::Error for FinalizerError<E> {
     }
 }
 
-/// Runs `reconcile` for `object` under finalizer `name` (for example `example.com/cleanup`), as
-/// the [module docs](self) describe: adds the finalizer to a live object first, hands a live
-/// object to `reconcile` as [`FinalizerEvent::Apply`] and one being deleted as
-/// [`FinalizerEvent::Cleanup`], and removes the finalizer once the cleanup succeeded.
+/// Runs `reconcile` for `object` under finalizer `name` (for example `example.com/cleanup`):
+/// adds the finalizer to a live object first, hands a live object to `reconcile` as
+/// [`FinalizerEvent::Apply`] and one being deleted as [`FinalizerEvent::Cleanup`], and removes
+/// the finalizer once the cleanup succeeded:
+///
+/// ```text
+/// not being deleted, no `name`     -> add `name` (a patch); Done: the patch's event reconciles again
+/// not being deleted, has `name`    -> reconcile(Apply(object))
+/// being deleted, has `name`        -> reconcile(Cleanup(object)); on Ok remove `name` (a patch)
+/// being deleted, no `name`         -> nothing: the object is someone else's to finish
+/// ```
+///
+/// Each patch carries the resourceVersion the decision was made on: a change made meanwhile
+/// fails it with 409 Conflict ([`FinalizerError::AddFinalizer`] or
+/// [`FinalizerError::RemoveFinalizer`]) instead of being overwritten, and the newer version
+/// comes back through the informer.
 ///
 /// `api` is the object's resource; an all-namespaces `Api` is narrowed to the object's
 /// namespace.

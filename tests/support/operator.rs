@@ -182,8 +182,8 @@ async fn read(client: &Client, path: &str) -> Option<Value> {
     }
 }
 
-/// GET `/metrics` at `addr`: the status line and the Content-Type.
-async fn scrape(addr: &str) -> (String, String) {
+/// GET `/metrics` at `addr`: the status line, the Content-Type and the body.
+async fn scrape(addr: &str) -> (String, String, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let request = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
@@ -199,7 +199,11 @@ async fn scrape(addr: &str) -> (String, String) {
                 .then(|| value.trim().to_owned())
         })
         .unwrap_or_default();
-    (status, content_type)
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, content_type, body)
 }
 
 /// True when `object`'s managedFields have an `Apply` entry by the operator.
@@ -257,7 +261,7 @@ pub async fn scenario(client: &Client, setup: &Setup) {
     // /metrics answers on both, in Prometheus' text format.
     for replica in [&a, &b] {
         let addr = replica.metrics_addr().await;
-        let (status, content_type) = scrape(&addr).await;
+        let (status, content_type, _) = scrape(&addr).await;
         assert!(status.contains(" 200 "), "{}: {status}", replica.identity);
         assert_eq!(
             content_type, "text/plain; version=0.0.4",
@@ -354,6 +358,37 @@ pub async fn scenario(client: &Client, setup: &Setup) {
         (cm.is_none() && w.is_none()).then_some(())
     })
     .await;
+
+    // Both expose client-go's metric names; the election gauge says which one leads.
+    for replica in [&a, &b] {
+        let (_, _, body) = scrape(&replica.metrics_addr().await).await;
+        for name in [
+            "rest_client_requests_total",
+            "rest_client_request_duration_seconds_bucket",
+            "workqueue_depth",
+            "workqueue_adds_total",
+            "workqueue_queue_duration_seconds_bucket",
+            "workqueue_work_duration_seconds_bucket",
+            "workqueue_retries_total",
+            "workqueue_unfinished_work_seconds",
+            "workqueue_longest_running_processor_seconds",
+            "leader_election_master_status",
+        ] {
+            assert!(
+                body.contains(name),
+                "{}'s /metrics lacks {name}:\n{body}",
+                replica.identity
+            );
+        }
+        let leads = u8::from(replica.identity == leader);
+        assert!(
+            body.lines()
+                .any(|l| l.starts_with("leader_election_master_status{")
+                    && l.ends_with(&format!(" {leads}"))),
+            "{} (leader: {leader}) reports the wrong election status:\n{body}",
+            replica.identity
+        );
+    }
 
     // The leader dies (SIGKILL, no release): the survivor reconciles within 25 s.
     let (dead, survivor) = if leader == a.identity {
