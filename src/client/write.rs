@@ -415,6 +415,20 @@ fn is_status(body: &[u8]) -> bool {
     serde_json::from_slice::<Probe<'_>>(body).is_ok_and(|p| p.kind == "Status")
 }
 
+/// A delete's answer: a `Status`, or what `object` decodes.
+fn delete_outcome<T>(
+    bytes: &[u8],
+    object: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<DeleteOutcome<T>> {
+    if is_status(bytes) {
+        parse_json(bytes)
+            .map(|s| DeleteOutcome::Status(Box::new(s)))
+            .map_err(|e| decode_error(bytes, 0, &e))
+    } else {
+        object(bytes).map(DeleteOutcome::Object)
+    }
+}
+
 fn json_body(value: &impl Serialize) -> Result<Bytes> {
     serde_json::to_vec(value)
         .map(Bytes::from)
@@ -488,11 +502,9 @@ impl<K: Object> Api<K> {
         if !meta.name.is_empty() {
             validate_name(&meta.name).map_err(Error::InvalidName)?;
         }
-        let body = with_types(object, &self.resource.api_version(), &self.resource.kind)
-            .map_err(|e| Error::InvalidRequest(format!("the object does not serialize: {e}")))?;
-        let path = with_query(self.request_collection_path()?, &params.to_query());
-        self.client
-            .request(Method::POST, &path, Some((json_body(&body)?, JSON)))
+        let path = self.request_collection_path()?;
+        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
+        self.send_object(Method::POST, path, params, object, &api_version, kind)
             .await
     }
 
@@ -553,7 +565,9 @@ impl<K: Object> Api<K> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K> {
-        self.send_patch(self.object_path(name, None)?, params, patch)
+        let path = self.object_path(name, None)?;
+        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
+        self.send_patch(path, params, patch, &api_version, kind)
             .await
     }
 
@@ -578,15 +592,9 @@ impl<K: Object> Api<K> {
     pub async fn delete(&self, name: &str, params: &DeleteParams) -> Result<DeleteOutcome<K>> {
         let path = self.object_path(name, None)?;
         let bytes = self.send_delete(&path, params).await?;
-        if is_status(&bytes) {
-            parse_json(&bytes)
-                .map(|s| DeleteOutcome::Status(Box::new(s)))
-                .map_err(|e| decode_error(&bytes, 0, &e))
-        } else {
-            parse_json(&bytes)
-                .map(DeleteOutcome::Object)
-                .map_err(|e| decode_error(&bytes, 0, &e))
-        }
+        delete_outcome(&bytes, |bytes| {
+            parse_json(bytes).map_err(|e| decode_error(bytes, 0, &e))
+        })
     }
 
     /// DELETE every object of the collection that `selectors` match (its label and field
@@ -608,15 +616,10 @@ impl<K: Object> Api<K> {
     ) -> Result<DeleteOutcome<ObjectList<K>>> {
         let path = with_query(self.request_collection_path()?, &selectors.to_query());
         let bytes = self.send_delete(&path, params).await?;
-        if is_status(&bytes) {
-            parse_json(&bytes)
-                .map(|s| DeleteOutcome::Status(Box::new(s)))
-                .map_err(|e| decode_error(&bytes, 0, &e))
-        } else {
-            let body: ListBody<K> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
+        delete_outcome(&bytes, |bytes| {
+            let body: ListBody<K> = parse_json(bytes).map_err(|e| decode_error(bytes, 0, &e))?;
             body.into_list(&self.resource, &path)
-                .map(DeleteOutcome::Object)
-        }
+        })
     }
 
     /// GET `name` through its `status` subresource (the whole object, as the server answers it).
@@ -659,7 +662,9 @@ impl<K: Object> Api<K> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K> {
-        self.send_patch(self.object_path(name, Some("status"))?, params, patch)
+        let path = self.object_path(name, Some("status"))?;
+        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
+        self.send_patch(path, params, patch, &api_version, kind)
             .await
     }
 
@@ -677,11 +682,8 @@ impl<K: Object> Api<K> {
         params: &PostParams,
         scale: &Scale,
     ) -> Result<Scale> {
-        let path = with_query(self.object_path(name, Some("scale"))?, &params.to_query());
-        let body = with_types(scale, "autoscaling/v1", "Scale")
-            .map_err(|e| Error::InvalidRequest(format!("the Scale does not serialize: {e}")))?;
-        self.client
-            .request(Method::PUT, &path, Some((json_body(&body)?, JSON)))
+        let path = self.object_path(name, Some("scale"))?;
+        self.send_object(Method::PUT, path, params, scale, "autoscaling/v1", "Scale")
             .await
     }
 
@@ -706,37 +708,50 @@ impl<K: Object> Api<K> {
         patch: &Patch<P>,
     ) -> Result<Scale> {
         let path = self.object_path(name, Some("scale"))?;
-        let (body, content_type) = self.patch_body(params, patch, "autoscaling/v1", "Scale")?;
-        let path = with_query(path, &params.to_query());
-        self.client
-            .request(Method::PATCH, &path, Some((body, content_type)))
+        self.send_patch(path, params, patch, "autoscaling/v1", "Scale")
             .await
     }
 
+    /// PUT `object` (the object, or its status) at `path`.
     async fn put(&self, path: String, params: &PostParams, object: &K) -> Result<K>
     where
         K: Serialize,
     {
-        let body = with_types(object, &self.resource.api_version(), &self.resource.kind)
-            .map_err(|e| Error::InvalidRequest(format!("the object does not serialize: {e}")))?;
-        let path = with_query(path, &params.to_query());
-        self.client
-            .request(Method::PUT, &path, Some((json_body(&body)?, JSON)))
+        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
+        self.send_object(Method::PUT, path, params, object, &api_version, kind)
             .await
     }
 
-    async fn send_patch<P: Serialize>(
+    /// POST or PUT `object` at `path` with `params`, typed as `api_version`/`kind` when it
+    /// says nothing of its type; the answer decoded as `R`.
+    async fn send_object<B: Serialize, R: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: String,
+        params: &PostParams,
+        object: &B,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<R> {
+        let body = with_types(object, api_version, kind)
+            .map_err(|e| Error::InvalidRequest(format!("the {kind} does not serialize: {e}")))?;
+        let path = with_query(path, &params.to_query());
+        self.client
+            .request(method, &path, Some((json_body(&body)?, JSON)))
+            .await
+    }
+
+    /// PATCH `path` with `patch`, an apply typed as `api_version`/`kind` when it says nothing of
+    /// its type; the answer decoded as `R`.
+    async fn send_patch<P: Serialize, R: serde::de::DeserializeOwned>(
         &self,
         path: String,
         params: &PatchParams,
         patch: &Patch<P>,
-    ) -> Result<K> {
-        let (body, content_type) = self.patch_body(
-            params,
-            patch,
-            &self.resource.api_version(),
-            &self.resource.kind,
-        )?;
+        api_version: &str,
+        kind: &str,
+    ) -> Result<R> {
+        let (body, content_type) = self.patch_body(params, patch, api_version, kind)?;
         let path = with_query(path, &params.to_query());
         self.client
             .request(Method::PATCH, &path, Some((body, content_type)))
