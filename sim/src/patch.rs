@@ -234,7 +234,13 @@ pub(crate) fn json_patch(doc: &mut Value, patch: &Value) -> Result<(), ApiError>
             }
             "test" => {
                 let want = value()?;
-                if get_at(doc, &tokens) != Some(&want) {
+                // `null` also matches an absent member, as the apiserver's JSON patch library
+                // does (kube-rs's finalizer relies on it; checked against 1.20).
+                let matches = match get_at(doc, &tokens) {
+                    Some(have) => *have == want,
+                    None => want.is_null(),
+                };
+                if !matches {
                     return Err(json_patch_failed(format!(
                         "testing value {path} failed: test failed"
                     )));
@@ -623,6 +629,19 @@ mod tests {
             json_patch(&mut d, &json!([{"op": "test", "path": "/c", "value": "z"}])).unwrap_err();
         assert_eq!((e.code, e.reason), (422, "Invalid"));
         assert!(json_patch(&mut d, &json!([{"op": "remove", "path": "/nope"}])).is_err());
+        // `null` matches an absent member, not a present one.
+        json_patch(
+            &mut d,
+            &json!([{"op": "test", "path": "/nope", "value": null}]),
+        )
+        .unwrap();
+        assert!(
+            json_patch(
+                &mut d,
+                &json!([{"op": "test", "path": "/c", "value": null}])
+            )
+            .is_err()
+        );
         assert!(json_patch(&mut d, &json!({"op": "remove"})).is_err());
         assert!(
             json_patch(

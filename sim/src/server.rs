@@ -580,6 +580,11 @@ async fn resource(
                     };
                     Ok(json_response(faults, 200, body))
                 }
+                // The apiserver serves no deletecollection across all namespaces of a
+                // namespaced resource (its answer, checked against 1.20: 405).
+                None if t.info.api.namespaced && ns.is_none() => {
+                    Err(ApiError::method_not_allowed())
+                }
                 None => {
                     // deletecollection: the listed objects, each deleted as a DELETE would.
                     let mut list_query = query.clone();

@@ -614,6 +614,14 @@ impl<K: Object> Api<K> {
         params: &DeleteParams,
         selectors: &ListParams,
     ) -> Result<DeleteOutcome<ObjectList<K>>> {
+        if self.resource.namespaced && self.namespace.is_none() {
+            // The apiserver answers 405: there is no collection delete across namespaces.
+            return Err(Error::InvalidRequest(format!(
+                "{} is namespaced: delete a collection through Api::namespaced, one namespace \
+                 at a time",
+                self.resource.kind
+            )));
+        }
         let path = with_query(self.request_collection_path()?, &selectors.to_query());
         let bytes = self.send_delete(&path, params).await?;
         delete_outcome(&bytes, |bytes| {

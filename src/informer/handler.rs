@@ -37,8 +37,10 @@ use crate::{Error, Object};
 /// Handlers run on the client's handler threads ([`Config::handler_threads`](crate::Config)),
 /// not on the runtime's workers, and inside the runtime the informer was started on: a handler
 /// may `tokio::spawn` a task (to write to the apiserver, say) or send on a channel. It may
-/// block, which holds up its own notifications only, never the store or other handlers; it must
-/// not `block_on` the runtime it runs in (tokio panics on a nested `block_on`).
+/// block, which holds up its own notifications only, never the store or other handlers; blocking
+/// on the informer's runtime from a handler (`Handle::block_on`) can deadlock a `current_thread`
+/// runtime, so hand such work to a task. After the runtime shuts down, tasks a handler spawns
+/// never run.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -77,6 +77,12 @@ impl<T: Object> Informer<T> {
         resource_version: &str,
         timeout: Duration,
     ) -> Result<()> {
+        if resource_version.is_empty() {
+            // A dry run's answer, or an object never written: no version will ever match.
+            return Err(Error::InvalidRequest(format!(
+                "waiting for {namespace}/{name} at an empty resourceVersion (a dry run's answer?)"
+            )));
+        }
         let seen = || {
             self.shared
                 .store

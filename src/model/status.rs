@@ -73,7 +73,9 @@ impl Status {
 
 /// What a failed request's [`Status`] means, from its `reason` (and, when a server leaves the
 /// reason out, its code), as client-go's `errors.ReasonForError` and `IsNotFound`/`IsConflict`/...
-/// read it. A controller branches on this, never on the message text.
+/// read it. A controller branches on this, never on the message text. `Gone` reads as
+/// [`Expired`](StatusReason::Expired) and `ServerTimeout` as [`Timeout`](StatusReason::Timeout):
+/// for a client each pair asks the same thing (relist; retry later).
 ///
 /// ```
 /// use informer::model::StatusReason;

@@ -12,16 +12,19 @@
 //! ```
 //!
 //! Invariant: `name` is removed only after a cleanup returned `Ok`, and added only to an object not
-//! being deleted (the apiserver refuses new finalizers then). Both patches are JSON merge patches
-//! of `metadata.finalizers` carrying the resourceVersion the decision was made on, so a change
-//! made meanwhile (another finalizer added or removed by someone else) fails the patch with 409
-//! Conflict instead of being overwritten; the error goes to the error policy, and the newer
-//! version comes back through the informer.
+//! being deleted (the apiserver refuses new finalizers then). Both writes are JSON patches whose
+//! `test` operation checks exactly what the decision rested on, as kube-rs's do: the add tests the
+//! finalizer list as read (absent, or those entries) and appends; the removal tests that `name`
+//! is still at the index it was read at and removes that entry. So another controller adding or
+//! removing its own finalizer meanwhile makes the patch fail (422, the object unchanged) instead
+//! of being overwritten, while writes to any other field (a status, a label) do not disturb it:
+//! a cleanup that succeeded is not run again because the object changed elsewhere. A removal that
+//! finds the object gone has nothing left to do.
 
 use std::future::Future;
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Action;
 use crate::client::{Api, Patch, PatchParams};
@@ -90,10 +93,11 @@ impl<E: std::error::Error + 'static> std::error::Error for FinalizerError<E> {
 /// being deleted, no `name`         -> nothing: the object is someone else's to finish
 /// ```
 ///
-/// Each patch carries the resourceVersion the decision was made on: a change made meanwhile
-/// fails it with 409 Conflict ([`FinalizerError::AddFinalizer`] or
-/// [`FinalizerError::RemoveFinalizer`]) instead of being overwritten, and the newer version
-/// comes back through the informer.
+/// Each patch tests what the decision rested on (the finalizer list as read; `name` at its index):
+/// another controller's finalizer added or removed meanwhile fails it with 422
+/// ([`FinalizerError::AddFinalizer`] or [`FinalizerError::RemoveFinalizer`]) instead of being
+/// overwritten, and the newer version comes back through the informer. Writes to other fields
+/// do not disturb it.
 ///
 /// `api` is the object's resource; an all-namespaces `Api` is narrowed to the object's
 /// namespace.
@@ -147,47 +151,50 @@ where
             .await
             .map_err(FinalizerError::Apply),
         (false, false) => {
-            let mut finalizers = meta.finalizers.clone();
-            finalizers.push(name.to_owned());
-            set_finalizers(&api, meta, finalizers)
+            let patch = if meta.finalizers.is_empty() {
+                // `null` matches an absent list (the apiserver's JSON patch, as kube-rs relies on).
+                json!([
+                    {"op": "test", "path": "/metadata/finalizers", "value": null},
+                    {"op": "add", "path": "/metadata/finalizers", "value": [name]},
+                ])
+            } else {
+                json!([
+                    {"op": "test", "path": "/metadata/finalizers", "value": meta.finalizers},
+                    {"op": "add", "path": "/metadata/finalizers/-", "value": name},
+                ])
+            };
+            patch_finalizers(&api, &meta.name, patch)
                 .await
                 .map_err(FinalizerError::AddFinalizer)?;
             // The patch's own watch event brings the object back with the finalizer.
             Ok(Action::Done)
         }
         (true, true) => {
-            let finalizers: Vec<String> = meta
-                .finalizers
-                .iter()
-                .filter(|f| *f != name)
-                .cloned()
-                .collect();
-            let object_for_patch = Arc::clone(&object);
+            let index = meta.finalizers.iter().position(|f| f == name);
+            let object_name = meta.name.clone();
             let action = reconcile(FinalizerEvent::Cleanup(object))
                 .await
                 .map_err(FinalizerError::Cleanup)?;
-            set_finalizers(&api, object_for_patch.meta(), finalizers)
-                .await
-                .map_err(FinalizerError::RemoveFinalizer)?;
-            Ok(action)
+            let path = format!("/metadata/finalizers/{}", index.unwrap_or_default());
+            let patch = json!([
+                {"op": "test", "path": path, "value": name},
+                {"op": "remove", "path": path},
+            ]);
+            match patch_finalizers(&api, &object_name, patch).await {
+                // Removing the last finalizer of an object being deleted deletes it: gone is done.
+                Err(e) if e.is_not_found() => Ok(action),
+                result => result
+                    .map(|()| action)
+                    .map_err(FinalizerError::RemoveFinalizer),
+            }
         }
         (true, false) => Ok(Action::Done),
     }
 }
 
-/// Sets `metadata.finalizers` to `finalizers` if the object is still at `meta`'s
-/// resourceVersion (else 409 Conflict).
-async fn set_finalizers<K: Object>(
-    api: &Api<K>,
-    meta: &crate::model::ObjectMeta,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
-    let patch = json!({"metadata": {
-        "resourceVersion": meta.resource_version,
-        // `null`, not `[]`, when none are left: a merge patch's way to remove the field.
-        "finalizers": if finalizers.is_empty() { json!(null) } else { json!(finalizers) },
-    }});
-    api.patch(&meta.name, &PatchParams::default(), &Patch::Merge(patch))
+/// Sends a JSON patch of `metadata.finalizers`.
+async fn patch_finalizers<K: Object>(api: &Api<K>, name: &str, patch: Value) -> Result<(), Error> {
+    api.patch(name, &PatchParams::default(), &Patch::Json(patch))
         .await
         .map(drop)
 }

@@ -222,6 +222,13 @@ async fn refusals(client: &informer::Client) -> Vec<(String, serde_json::Value)>
             json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Sideways"}),
         ),
         (
+            "delete a collection across namespaces",
+            Method::DELETE,
+            "/api/v1/configmaps?labelSelector=nothing-matches".to_owned(),
+            json_ct,
+            json!({}),
+        ),
+        (
             "delete of a missing object",
             Method::DELETE,
             format!("{cms}/missing"),

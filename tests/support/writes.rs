@@ -274,6 +274,16 @@ pub async fn lean_kind_writes(client: &Client, ns: &str) {
         .unwrap_err();
     assert!(e.is_not_found(), "{e}");
 
+    // No collection delete across namespaces (the apiserver answers 405): refused unsent.
+    let everywhere: Api<ConfigMap> = Api::all(client.clone());
+    let e = everywhere
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("tmp=true"),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidRequest(_)), "{e}");
     // A collection delete takes what its selector matches, and only that.
     for (name, tmp) in [("t1", "true"), ("t2", "true"), ("keep", "false")] {
         let mut cm = configmap(name, &[]);
@@ -340,12 +350,16 @@ pub async fn finalizer_flow(client: &Client, ns: &str) {
     assert_eq!(seen, None);
     let live = cms.get("f1").await.unwrap();
     assert_eq!(live.metadata.finalizers, [NAME]);
-    // A decision on the stale version is refused (409), not written over the newer one.
+    // A decision on a stale list is refused (its JSON patch's test fails: 422), never written
+    // over the newer list.
     let (result, _) = run(created.clone()).await;
     match result {
-        Err(FinalizerError::AddFinalizer(e)) => assert!(e.is_conflict(), "{e}"),
-        other => panic!("expected a conflict, got {other:?}"),
+        Err(FinalizerError::AddFinalizer(e)) => {
+            assert_eq!(e.reason(), Some(StatusReason::Invalid), "{e}")
+        }
+        other => panic!("expected a refused patch, got {other:?}"),
     }
+    assert_eq!(cms.get("f1").await.unwrap().metadata.finalizers, [NAME]);
     // Live and holding it: Apply.
     let (result, seen) = run(live.clone()).await;
     assert_eq!((result.unwrap(), seen), (Action::Done, Some("apply")));
@@ -359,6 +373,15 @@ pub async fn finalizer_flow(client: &Client, ns: &str) {
     assert!(held.metadata.deletion_timestamp.is_some());
     let deleting = cms.get("f1").await.unwrap();
     assert!(deleting.metadata.deletion_timestamp.is_some());
+    // A write to another field while the cleanup runs does not undo it: the removal tests the
+    // finalizer, not the whole version.
+    cms.patch(
+        "f1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"cleaning": "yes"}}})),
+    )
+    .await
+    .unwrap();
     // Cleanup, then the finalizer goes and the object with it.
     let (result, seen) = run(deleting).await;
     assert_eq!((result.unwrap(), seen), (Action::Done, Some("cleanup")));
