@@ -616,3 +616,55 @@ async fn a_fenced_controller_reconciles_only_while_leading_and_a_cut_off_leader_
     a.abort();
     b.abort();
 }
+
+/// An elector dropped while leading (its task aborted, as a crash of the task would) closes its
+/// fence: the fence reads `None`, not the last token the closed channel keeps. (#46)
+#[tokio::test(start_paused = true)]
+async fn an_elector_dropped_while_leading_closes_its_fence() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "dropped", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    let mut fence = a.fence.clone();
+    a.crash();
+    // The abort takes effect when the task is next polled.
+    until(Duration::from_secs(1), "the fence closes", || {
+        fence.borrow_and_update().is_none()
+    })
+    .await;
+    assert!(fence.has_changed().is_err(), "the sender is gone");
+    assert!(fence.borrow().is_none());
+}
+
+/// Workers under a fence whose sender is gone while it holds a token start no reconcile: a
+/// closed fence means stopped, whatever its last value. Before, each worker started the
+/// reconcile, saw the fence "move" (a closed channel), cancelled it, queued the key again, and
+/// went round in a hot loop. (#46)
+#[tokio::test]
+async fn workers_under_a_fence_whose_sender_is_gone_start_nothing() {
+    use informer::workqueue::{Action, WorkQueue, WorkerPool};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let queue: WorkQueue<String> = WorkQueue::new();
+    queue.add("a".to_owned());
+    queue.add("b".to_owned());
+    let (sender, fence) = watch::channel(Some(1u64));
+    drop(sender);
+    let started = Arc::new(AtomicUsize::new(0));
+    let counted = started.clone();
+    let summary = WorkerPool::new(queue, 2)
+        .run_fenced(
+            fence,
+            move |_key: String, _token: u64| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                async {
+                    std::future::pending::<()>().await;
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            sleep(Duration::from_millis(200)),
+        )
+        .await;
+    assert_eq!(started.load(Ordering::Relaxed), 0, "{summary:?}");
+    assert_eq!(summary.fenced, 0, "{summary:?}");
+}

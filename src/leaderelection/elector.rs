@@ -446,6 +446,15 @@ impl LeaderElector {
     }
 }
 
+/// A dropped elector (its `run` future dropped or its task aborted while leading) closes its
+/// fence first: workers read the `None`, not the last token a closed channel keeps, and stop
+/// (the Lease is left to expire; nobody renews it).
+impl Drop for LeaderElector {
+    fn drop(&mut self) {
+        self.fence.send_replace(None);
+    }
+}
+
 /// The result of one attempt.
 enum Outcome {
     /// This elector wrote the Lease as its holder.

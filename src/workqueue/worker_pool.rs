@@ -634,6 +634,11 @@ async fn fenced_worker_loop<K, T, R, Fut>(
     loop {
         // Wait for the fence to open; on shutdown while it is closed, stop.
         let token = loop {
+            // A fence whose sender is gone is closed for good, whatever value it was left
+            // holding: an elector dropped while leading renews nothing any more.
+            if fence.has_changed().is_err() {
+                return;
+            }
             if let Some(token) = fence.borrow_and_update().clone() {
                 break token;
             }
@@ -662,12 +667,15 @@ async fn fenced_worker_loop<K, T, R, Fut>(
         let moved = fence.wait_for(|now| now.as_ref() != Some(&token));
         match select(pin!(work), pin!(moved)).await {
             Either::Left((outcome, _)) => settle(&queue, &key, outcome, &counters),
-            Either::Right(_) => {
+            Either::Right((closed, _)) => {
                 // Cancelled: the reconcile future is dropped here, at its current `.await`.
                 tracing::debug!(key = ?key, "the fence closed under a reconcile: cancelled, queued again");
                 queue.add(key.clone());
                 // Relaxed: a counter read for display.
                 counters.fenced.fetch_add(1, Ordering::Relaxed);
+                if closed.is_err() {
+                    return; // the sender is gone: closed for good (above)
+                }
             }
         }
     }
