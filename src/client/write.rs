@@ -565,10 +565,7 @@ impl<K: Object> Api<K> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K> {
-        let path = self.object_path(name, None)?;
-        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
-        self.send_patch(path, params, patch, &api_version, kind)
-            .await
+        self.patch_own(name, None, params, patch).await
     }
 
     /// DELETE `name`. The answer is the object while it is still there (finalizers hold it;
@@ -670,10 +667,7 @@ impl<K: Object> Api<K> {
         params: &PatchParams,
         patch: &Patch<P>,
     ) -> Result<K> {
-        let path = self.object_path(name, Some("status"))?;
-        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
-        self.send_patch(path, params, patch, &api_version, kind)
-            .await
+        self.patch_own(name, Some("status"), params, patch).await
     }
 
     /// GET `name`'s `scale` subresource.
@@ -727,6 +721,20 @@ impl<K: Object> Api<K> {
     {
         let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
         self.send_object(Method::PUT, path, params, object, &api_version, kind)
+            .await
+    }
+
+    /// PATCH `name` (or its `subresource`), whose answer is a `K`.
+    async fn patch_own<P: Serialize>(
+        &self,
+        name: &str,
+        subresource: Option<&str>,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<K> {
+        let path = self.object_path(name, subresource)?;
+        let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);
+        self.send_patch(path, params, patch, &api_version, kind)
             .await
     }
 

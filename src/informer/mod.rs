@@ -259,7 +259,7 @@ impl<T: Object + Clone> Informer<T> {
         }
         let pool = api.client().handler_pool().clone();
         #[cfg(feature = "metrics")]
-        let reflector_resource = api.resource().clone();
+        let resource = api.resource().clone();
         let transform = dynamic::with_stamping(api.resource(), transform);
         let (fifo, consumer) = DeltaFifo::new(store.clone());
         let mut reflector = Reflector::new(api, fifo.clone(), options);
@@ -267,8 +267,6 @@ impl<T: Object + Clone> Informer<T> {
             reflector = reflector.with_transform(t);
         }
         let health = reflector.health_handle();
-        #[cfg(feature = "metrics")]
-        let resource = reflector_resource.clone();
         let informer = Informer {
             shared: Arc::new(Shared {
                 store,

@@ -530,7 +530,7 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     }
 
     /// Adds `key` after the delay the rate limiter decides for it (W9): one more failure of `key`
-    /// as far as the limiter is concerned.
+    /// as far as the limiter is concerned. Returns that delay.
     ///
     /// # Panics
     ///
@@ -541,18 +541,13 @@ impl<K: Clone + Eq + Hash + Send + Sync + 'static> WorkQueue<K> {
     /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
     /// # async fn main() {
     /// let queue = WorkQueue::new();
-    /// queue.add_rate_limited("a"); // waits 5 ms with the default limiter
+    /// let delay = queue.add_rate_limited("a");
+    /// assert_eq!(delay, std::time::Duration::from_millis(5)); // the default limiter's first
     /// assert_eq!(queue.num_requeues(&"a"), 1);
     /// assert_eq!(queue.get().await, Some("a"));
     /// # }
     /// ```
-    pub fn add_rate_limited(&self, key: K) {
-        self.add_rate_limited_after(key);
-    }
-
-    /// [`add_rate_limited`](Self::add_rate_limited), returning the delay the limiter chose (for
-    /// the worker pool's log line, which has the key's `Debug`; this queue does not need it).
-    pub(crate) fn add_rate_limited_after(&self, key: K) -> Duration {
+    pub fn add_rate_limited(&self, key: K) -> Duration {
         let delay = self.shared.limiter.when(&key);
         self.add_after(key, delay);
         delay

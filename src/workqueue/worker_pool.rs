@@ -609,7 +609,7 @@ fn retry_with_backoff<K>(queue: &WorkQueue<K>, key: &K)
 where
     K: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static,
 {
-    let delay = queue.add_rate_limited_after(key.clone());
+    let delay = queue.add_rate_limited(key.clone());
     tracing::debug!(
         key = ?key,
         ?delay,
