@@ -46,6 +46,7 @@ pub struct WidgetStatus {
 }
 
 impl Object for Widget {
+    type Meta = ObjectMeta;
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

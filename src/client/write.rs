@@ -7,6 +7,7 @@
 //! `url.Values.Encode` writes them; `DeleteOptions` go in the request body, as client-go sends
 //! them (the apiserver reads the query only when the body is empty).
 
+use crate::model::Metadata;
 use bytes::Bytes;
 use hyper::Method;
 use serde::Serialize;
@@ -499,8 +500,8 @@ impl<K: Object> Api<K> {
                 self.resource.kind
             )));
         }
-        if !meta.name.is_empty() {
-            validate_name(&meta.name).map_err(Error::InvalidName)?;
+        if !meta.name().is_empty() {
+            validate_name(meta.name()).map_err(Error::InvalidName)?;
         }
         let path = self.request_collection_path()?;
         let (api_version, kind) = (self.resource.api_version(), &self.resource.kind);

@@ -255,7 +255,7 @@ async fn handler_synced<T: Object + Clone>(inf: &Option<Informer<T>>, id: Option
 /// Registers a handler on `inf` that calls `changed(changes, metadata)` for every add and delete,
 /// and for every update unless `unchanged(old, new)`: the Services, Endpoints and Pods handlers
 /// differ only in those two functions.
-fn notify_on_change<T: Object + Clone, C: Changes>(
+fn notify_on_change<T: Object<Meta = ObjectMeta> + Clone, C: Changes>(
     inf: &Informer<T>,
     me: &Weak<C>,
     unchanged: fn(&T, &T) -> bool,

@@ -1,6 +1,7 @@
 //! The values that flow out of the fifo ([`Delta`], [`DeletedObject`]) and what the fifo needs to
 //! know about the store ([`KnownObjects`]).
 
+use crate::model::Metadata;
 use std::sync::Arc;
 
 use crate::model::Object;
@@ -140,7 +141,7 @@ impl<T: Object> Delta<T> {
     /// assert_eq!(Delta::Added(Arc::new(p)).resource_version(), "9");
     /// ```
     pub fn resource_version(&self) -> &str {
-        &self.object().meta().resource_version
+        self.object().meta().resource_version()
     }
 }
 
@@ -171,7 +172,7 @@ pub trait KnownObjects<T>: Send + Sync {
         T: crate::model::Object,
     {
         self.get_by_key(key)
-            .is_some_and(|s| s.meta().resource_version == rv)
+            .is_some_and(|s| s.meta().resource_version() == rv)
     }
     /// Calls `f` with every stored key.
     fn for_each_key(&self, f: &mut dyn FnMut(&str));

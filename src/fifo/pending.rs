@@ -12,6 +12,7 @@
 //! - a watch event's object stays raw JSON ([`Held::Raw`]) while it is pending: it is decoded when
 //!   its key is handed out, so an event replaced by a newer one is never decoded.
 
+use crate::model::Metadata;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -50,14 +51,14 @@ impl<T> Held<T> {
 impl<T: Object> Held<T> {
     pub(super) fn resource_version(&self) -> &str {
         match self {
-            Held::Decoded(o) => &o.meta().resource_version,
+            Held::Decoded(o) => o.meta().resource_version(),
             Held::Raw(r) => r.resource_version(),
         }
     }
 
     fn uid(&self) -> &str {
         match self {
-            Held::Decoded(o) => &o.meta().uid,
+            Held::Decoded(o) => o.meta().uid(),
             Held::Raw(r) => r.uid(),
         }
     }
@@ -67,11 +68,11 @@ impl<T: Object> Held<T> {
             Held::Decoded(o) => {
                 buf.clear();
                 let meta = o.meta();
-                if !meta.namespace.is_empty() {
-                    buf.push_str(&meta.namespace);
+                if !meta.namespace().is_empty() {
+                    buf.push_str(meta.namespace());
                     buf.push('/');
                 }
-                buf.push_str(&meta.name);
+                buf.push_str(meta.name());
             }
             Held::Raw(r) => r.write_key(buf),
         }
@@ -471,7 +472,7 @@ impl<T: Object> Pending<T> {
                 // Unchanged: nothing to do, and the store keeps its value. Older than the stored
                 // object (a list served by a cache that is behind what the store has seen, such
                 // as a LIST at "0" after a cut streaming list): never move the key backwards.
-                Some(s) if rv_stale(obj.resource_version(), &s.meta().resource_version) => {
+                Some(s) if rv_stale(obj.resource_version(), s.meta().resource_version()) => {
                     self.counters.dropped_stale += 1;
                 }
                 Some(_) => self.insert_new(key.clone(), Change::Modified(obj)),

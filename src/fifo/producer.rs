@@ -1,6 +1,7 @@
 //! The producer's side of the fifo: [`DeltaFifo`], which the reflector feeds with watch events,
 //! relists and bookmarks, and the input types its methods take.
 
+use crate::model::Metadata;
 use std::sync::Arc;
 
 #[cfg(informer_loom)]
@@ -415,9 +416,9 @@ impl<T: Object> DeltaFifo<T> {
         let held = items
             .into_iter()
             .map(|item| {
-                let rv = &item.meta().resource_version;
+                let rv = &item.meta().resource_version();
                 match self.shared.known.get_by_key(&item.meta().key()) {
-                    Some(stored) if !rv.is_empty() && stored.meta().resource_version == *rv => {
+                    Some(stored) if !rv.is_empty() && stored.meta().resource_version() == *rv => {
                         Held::Decoded(stored)
                     }
                     _ => Held::Decoded(item),
@@ -438,7 +439,7 @@ impl<T: Object> DeltaFifo<T> {
             let held = match self.shared.known.get_by_key(&page.key) {
                 Some(stored)
                     if !raw.resource_version().is_empty()
-                        && stored.meta().resource_version == raw.resource_version() =>
+                        && stored.meta().resource_version() == raw.resource_version() =>
                 {
                     Held::Decoded(stored)
                 }

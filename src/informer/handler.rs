@@ -21,6 +21,7 @@
 //! `kwatch --until-synced` prints the list and nothing newer. One case needs three notifications (an
 //! initial add, a delete, a re-create): the re-created object then stands in for the listed one.
 
+use crate::model::Metadata;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

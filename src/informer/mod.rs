@@ -30,6 +30,7 @@ mod factory;
 mod handler;
 mod versions;
 
+use crate::model::Metadata;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

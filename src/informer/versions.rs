@@ -19,6 +19,7 @@
 //! so either the processor sees the waiter (and notifies it) or the waiter sees what the processor
 //! applied. With no waiter, a pop costs the fence and one relaxed load.
 
+use crate::model::Metadata;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 use std::time::Duration;
@@ -87,7 +88,7 @@ impl<T: Object> Informer<T> {
             self.shared
                 .store
                 .get(namespace, name)
-                .is_some_and(|o| at_least(&o.meta().resource_version, resource_version))
+                .is_some_and(|o| at_least(o.meta().resource_version(), resource_version))
                 || at_least(
                     &self.shared.store.last_applied_resource_version(),
                     resource_version,
@@ -98,7 +99,7 @@ impl<T: Object> Informer<T> {
                 .shared
                 .store
                 .get(namespace, name)
-                .map(|o| format!("resourceVersion {}", o.meta().resource_version))
+                .map(|o| format!("resourceVersion {}", o.meta().resource_version()))
                 .unwrap_or_else(|| "no such object".to_owned());
             Error::Timeout(format!(
                 "the informer's store did not see {namespace}/{name} at resourceVersion \

@@ -31,6 +31,7 @@ pub struct DynamicObject {
 }
 
 impl Object for DynamicObject {
+    type Meta = ObjectMeta;
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -64,6 +65,7 @@ pub struct PartialObjectMetadata {
 }
 
 impl Object for PartialObjectMetadata {
+    type Meta = ObjectMeta;
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

@@ -105,6 +105,7 @@ impl fmt::Debug for JsonObject {
 }
 
 impl Object for JsonObject {
+    type Meta = ObjectMeta;
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

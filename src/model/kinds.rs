@@ -21,6 +21,7 @@ use super::{ApiResource, Object, ObjectMeta, Resource};
 macro_rules! kind {
     ($ty:ident, $group:literal, $version:literal, $plural:literal, $namespaced:literal) => {
         impl Object for $ty {
+            type Meta = ObjectMeta;
             fn meta(&self) -> &ObjectMeta {
                 &self.metadata
             }
@@ -631,6 +632,7 @@ pub struct Scale {
 }
 
 impl Object for Scale {
+    type Meta = ObjectMeta;
     fn meta(&self) -> &ObjectMeta {
         &self.metadata
     }

@@ -6,6 +6,8 @@
 
 mod dynamic;
 mod json_object;
+#[cfg(feature = "k8s-openapi")]
+mod k8s_openapi;
 mod kinds;
 pub(crate) mod meta;
 mod resource;
@@ -17,7 +19,7 @@ pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use json_object::JsonObject;
 pub use kinds::*;
 pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
-pub use resource::{ApiResource, Object, Resource};
+pub use resource::{ApiResource, Metadata, Object, OwnerRef, Resource};
 pub use smol_str::SmolStr;
 pub use status::{Status, StatusCause, StatusDetails, StatusReason};
 pub use string_map::StringMap;

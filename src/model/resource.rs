@@ -1,6 +1,6 @@
 //! What a resource is: its group/version/kind/plural/scope ([`ApiResource`]), and the two traits the
-//! rest of the crate is generic over ([`Object`], anything with `metadata`; [`Resource`], a typed kind
-//! that knows its [`ApiResource`] statically).
+//! rest of the crate is generic over ([`Object`], anything with `metadata`, read through [`Metadata`];
+//! [`Resource`], a typed kind that knows its [`ApiResource`] statically).
 
 use std::borrow::Cow;
 
@@ -112,19 +112,166 @@ impl ApiResource {
 
 /// Anything with Kubernetes object metadata that the informer can decode and store.
 ///
-/// Implemented by every typed kind, by [`DynamicObject`](crate::DynamicObject) and by
-/// [`PartialObjectMetadata`](crate::PartialObjectMetadata).
+/// Implemented by every typed kind of this crate, by [`DynamicObject`](crate::DynamicObject), by
+/// [`PartialObjectMetadata`](crate::PartialObjectMetadata) and, with the feature `k8s-openapi`, by
+/// every `k8s-openapi` type that has metadata. `Meta` is the metadata struct: this crate's
+/// [`ObjectMeta`], or `k8s-openapi`'s; both read through [`Metadata`].
 ///
 /// ```
 /// use informer::{Object, Pod};
 /// let pod: Pod = serde_json::from_str(r#"{"metadata":{"name":"a","namespace":"b"}}"#).unwrap();
 /// assert_eq!(pod.meta().key(), "b/a");
 /// ```
+///
+/// A kind of your own (a custom resource) implements it and [`Resource`], and then works everywhere
+/// a built-in kind does: `Api`, `Informer`, the store, controllers, writes.
+///
+/// ```
+/// use informer::{ApiResource, Object, ObjectMeta, Resource};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// struct Widget {
+///     #[serde(default)]
+///     metadata: ObjectMeta,
+///     #[serde(default)]
+///     spec: WidgetSpec,
+/// }
+/// #[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// struct WidgetSpec {
+///     size: i64,
+/// }
+///
+/// impl Object for Widget {
+///     type Meta = ObjectMeta;
+///     fn meta(&self) -> &ObjectMeta {
+///         &self.metadata
+///     }
+///     fn meta_mut(&mut self) -> &mut ObjectMeta {
+///         &mut self.metadata
+///     }
+/// }
+/// impl Resource for Widget {
+///     fn api_resource() -> ApiResource {
+///         ApiResource::from_static("example.com", "v1", "Widget", "widgets", true)
+///     }
+/// }
+///
+/// let w: Widget = serde_json::from_str(r#"{"metadata":{"name":"a"},"spec":{"size":3}}"#).unwrap();
+/// assert_eq!((w.meta().name.as_str(), w.spec.size), ("a", 3));
+/// ```
+///
+/// The same struct with `k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta` as its
+/// `metadata` and `Meta` works the same way (feature `k8s-openapi`).
 pub trait Object: DeserializeOwned + Send + Sync + 'static {
+    /// The metadata struct.
+    type Meta: Metadata;
     /// The object's metadata.
-    fn meta(&self) -> &ObjectMeta;
+    fn meta(&self) -> &Self::Meta;
     /// The object's metadata, mutably (used by transform hooks, e.g. to drop managedFields).
-    fn meta_mut(&mut self) -> &mut ObjectMeta;
+    fn meta_mut(&mut self) -> &mut Self::Meta;
+}
+
+/// What the informer reads from an object's metadata, whichever struct holds it: this crate's
+/// [`ObjectMeta`] or, with the feature `k8s-openapi`, `k8s-openapi`'s (absent fields read as
+/// empty).
+///
+/// Generic code reads metadata through these methods; code that knows its kind reads the fields.
+///
+/// ```
+/// use informer::model::Metadata;
+/// let m: informer::ObjectMeta = serde_json::from_str(
+///     r#"{"name":"web","namespace":"prod","labels":{"app":"web"},"finalizers":["x/y"]}"#,
+/// ).unwrap();
+/// assert_eq!((Metadata::name(&m), m.key().as_str()), ("web", "prod/web"));
+/// assert_eq!((m.label("app"), m.finalizers()), (Some("web"), &["x/y".to_string()][..]));
+/// ```
+pub trait Metadata {
+    /// `name`.
+    fn name(&self) -> &str;
+    /// `namespace`; empty for cluster-scoped objects.
+    fn namespace(&self) -> &str;
+    /// `uid`.
+    fn uid(&self) -> &str;
+    /// `resourceVersion`.
+    fn resource_version(&self) -> &str;
+    /// `generation`.
+    fn generation(&self) -> Option<i64>;
+    /// Whether `deletionTimestamp` is set (the object waits for its finalizers).
+    fn is_being_deleted(&self) -> bool;
+    /// The value of one label.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// `finalizers`.
+    fn finalizers(&self) -> &[String];
+    /// The owner reference with `controller: true`, if any.
+    fn controller_owner(&self) -> Option<OwnerRef<'_>>;
+
+    /// The cache key: `namespace/name`, or `name` for cluster-scoped objects (client-go's
+    /// `MetaNamespaceKeyFunc`).
+    fn key(&self) -> String {
+        let (namespace, name) = (self.namespace(), self.name());
+        if namespace.is_empty() {
+            name.to_owned()
+        } else {
+            let mut k = String::with_capacity(namespace.len() + 1 + name.len());
+            k.push_str(namespace);
+            k.push('/');
+            k.push_str(name);
+            k
+        }
+    }
+}
+
+/// An owner reference, borrowed from whichever metadata struct holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerRef<'a> {
+    /// The owner's `apiVersion`.
+    pub api_version: &'a str,
+    /// The owner's `kind`.
+    pub kind: &'a str,
+    /// The owner's name (in the object's namespace).
+    pub name: &'a str,
+    /// The owner's uid.
+    pub uid: &'a str,
+}
+
+impl Metadata for ObjectMeta {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    fn uid(&self) -> &str {
+        &self.uid
+    }
+    fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+    fn generation(&self) -> Option<i64> {
+        self.generation
+    }
+    fn is_being_deleted(&self) -> bool {
+        self.deletion_timestamp.is_some()
+    }
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.get(key)
+    }
+    fn finalizers(&self) -> &[String] {
+        &self.finalizers
+    }
+    fn controller_owner(&self) -> Option<OwnerRef<'_>> {
+        let r = self
+            .owner_references
+            .iter()
+            .find(|r| r.controller == Some(true))?;
+        Some(OwnerRef {
+            api_version: &r.api_version,
+            kind: &r.kind,
+            name: &r.name,
+            uid: &r.uid,
+        })
+    }
 }
 
 /// A typed kind that knows where it lives in the API.

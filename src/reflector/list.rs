@@ -1,6 +1,7 @@
 //! The paginated LIST (client-go's R5-R11): the list's resourceVersion, its pages, the fallback of an
 //! expired `continue` token, and what a failed list leads to.
 
+use crate::model::Metadata;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -64,11 +65,9 @@ impl<T: Object + Clone> Reflector<T> {
                     }
                     // An object that cannot have a cache key fails its page, as one that does
                     // not decode would.
-                    if let Some(e) = page
-                        .items
-                        .iter()
-                        .find_map(|o| check_key_parts(&o.meta().namespace, &o.meta().name, 0).err())
-                    {
+                    if let Some(e) = page.items.iter().find_map(|o| {
+                        check_key_parts(o.meta().namespace(), o.meta().name(), 0).err()
+                    }) {
                         return self.list_failed(e);
                     }
                     listed_objects += page.items.len() as u64;

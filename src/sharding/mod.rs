@@ -59,6 +59,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::model::Metadata;
 use std::collections::BTreeMap;
 use std::future::Future;
 
@@ -184,15 +185,15 @@ impl Assigner {
     pub async fn acknowledge_drain<T: Resource>(&self, client: &Client, object: &T) -> Result<()> {
         let meta = object.meta();
         let api: Api<T> = if T::api_resource().namespaced {
-            Api::namespaced(client.clone(), &meta.namespace)
+            Api::namespaced(client.clone(), meta.namespace())
         } else {
             Api::all(client.clone())
         };
         let patch = json!({"metadata": {
-            "resourceVersion": meta.resource_version,
+            "resourceVersion": meta.resource_version(),
             "labels": {self.shard_label.clone(): Value::Null, self.drain_label.clone(): Value::Null},
         }});
-        api.patch(&meta.name, &PatchParams::default(), &Patch::Merge(patch))
+        api.patch(meta.name(), &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map(drop)
     }

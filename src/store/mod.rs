@@ -54,6 +54,7 @@ mod selector;
 mod shard;
 mod writer;
 
+use crate::model::Metadata;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -176,7 +177,7 @@ impl<T: Object> Store<T> {
     /// assert!(store.is_empty());
     /// ```
     pub fn new() -> Store<T> {
-        let namespace_fn: IndexFn<T> = Arc::new(|o: &T| vec![o.meta().namespace.clone()]);
+        let namespace_fn: IndexFn<T> = Arc::new(|o: &T| vec![o.meta().namespace().to_owned()]);
         let indexes = HashMap::from([(
             NAMESPACE_INDEX.to_string(),
             Index {
@@ -315,7 +316,7 @@ impl<T: Object> Store<T> {
             let selected = shard
                 .table()
                 .iter()
-                .filter(|(_, o)| selector.matches(&o.meta().labels));
+                .filter(|(_, o)| selector.matches_with(|key| o.meta().label(key)));
             out.extend(selected.map(|(_, o)| o.clone()));
         }
         out
@@ -324,7 +325,7 @@ impl<T: Object> Store<T> {
     /// Inserts or replaces the object under its key; returns the previous object.
     pub(crate) fn insert(&self, obj: Arc<T>) -> Option<Arc<T>> {
         let meta = obj.meta();
-        let (namespace, name) = (meta.namespace.as_str(), meta.name.as_str());
+        let (namespace, name) = (meta.namespace(), meta.name());
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
         // Readers of this shard need not wait for the index work (see "Consistency"): the shard
@@ -428,9 +429,9 @@ impl<T: Object> Store<T> {
         for item in items {
             let meta = item.meta();
             listed.insert(meta.key());
-            let unchanged = self.get(&meta.namespace, &meta.name).is_some_and(|s| {
-                !meta.resource_version.is_empty()
-                    && s.meta().resource_version == meta.resource_version
+            let unchanged = self.get(meta.namespace(), meta.name()).is_some_and(|s| {
+                !meta.resource_version().is_empty()
+                    && s.meta().resource_version() == meta.resource_version()
             });
             if !unchanged {
                 self.insert(item);
@@ -653,7 +654,7 @@ impl<T: Object> KnownObjects<T> for Store<T> {
             .read()
             .table()
             .find(hash, |(k, _)| k.is(namespace, name))
-            .is_some_and(|(_, o)| o.meta().resource_version == rv)
+            .is_some_and(|(_, o)| o.meta().resource_version() == rv)
     }
 
     fn is_empty(&self) -> bool {

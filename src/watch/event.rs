@@ -2,6 +2,7 @@
 //! the object is decoded straight into its type once `type` is known (see the module docs of
 //! [`crate::watch`]).
 
+use crate::model::Metadata;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
@@ -47,7 +48,7 @@ impl<T: Object> WatchEvent<T> {
     pub fn resource_version(&self) -> Option<&str> {
         match self {
             WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
-                Some(&o.meta().resource_version)
+                Some(o.meta().resource_version())
             }
             WatchEvent::Bookmark(b) => Some(&b.resource_version),
             WatchEvent::Error(_) => None,

@@ -1,6 +1,7 @@
 //! Raw watch events: the object kept as its JSON, with the four metadata fields the fifo coalesces
 //! on (namespace, name, uid, resourceVersion) read by a small scanner of the object's bytes.
 
+use crate::model::Metadata;
 use std::fmt;
 
 use bytes::Bytes;
@@ -127,9 +128,9 @@ impl RawObject {
     pub fn decode_object<T: Object>(&self) -> Result<T> {
         let obj: T = self.decode()?;
         let meta = obj.meta();
-        if meta.namespace != self.namespace()
-            || meta.name != self.name()
-            || meta.resource_version != self.resource_version()
+        if meta.namespace() != self.namespace()
+            || meta.name() != self.name()
+            || meta.resource_version() != self.resource_version()
         {
             return Err(Error::Decode {
                 offset: self.offset,
@@ -137,9 +138,9 @@ impl RawObject {
                 message: format!(
                     "the object decodes as {}/{} at resourceVersion {:?}, but its JSON was read as \
                      {}/{} at {:?} (is `metadata` repeated?)",
-                    meta.namespace,
-                    meta.name,
-                    meta.resource_version,
+                    meta.namespace(),
+                    meta.name(),
+                    meta.resource_version(),
                     self.namespace(),
                     self.name(),
                     self.resource_version()
@@ -201,7 +202,7 @@ impl<T: Object> RawEvent<T> {
             }
             RawEvent::Decoded(
                 WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
-            ) => check_key_parts(&o.meta().namespace, &o.meta().name, 0),
+            ) => check_key_parts(o.meta().namespace(), o.meta().name(), 0),
             RawEvent::Decoded(WatchEvent::Bookmark(_) | WatchEvent::Error(_)) => Ok(()),
         }
     }

@@ -48,6 +48,7 @@
 //! event at debug, errors at warn, panics at error. Fields are formatted only if a subscriber
 //! wants them: without one, a reconcile pays one relaxed atomic load per macro.
 
+use crate::model::Metadata;
 use std::fmt;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -60,7 +61,7 @@ use tracing::Instrument as _;
 
 use crate::fifo::DeletedObject;
 use crate::informer::{EventHandler, Informer};
-use crate::model::{ApiResource, ObjectMeta};
+use crate::model::ApiResource;
 use crate::store::{Ref, Store};
 use crate::{Object, Resource};
 
@@ -126,8 +127,8 @@ impl ObjectRef {
     pub fn from_obj<U: Object>(object: &U) -> Self {
         let meta = object.meta();
         ObjectRef {
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone(),
+            namespace: meta.namespace().to_owned(),
+            name: meta.name().to_owned(),
         }
     }
 }
@@ -702,9 +703,9 @@ where
     let span = tracing::info_span!(
         "reconcile",
         kind,
-        namespace = meta.namespace.as_str(),
-        name = meta.name.as_str(),
-        resource_version = meta.resource_version.as_str(),
+        namespace = meta.namespace(),
+        name = meta.name(),
+        resource_version = meta.resource_version(),
     );
     async move {
         let called =
@@ -756,11 +757,8 @@ impl Drop for Handlers {
 }
 
 /// The ref of `meta`'s controlling owner if that owner is of kind `owner`.
-fn controlling_owner_ref(meta: &ObjectMeta, owner: &ApiResource) -> Option<ObjectRef> {
-    let reference = meta
-        .owner_references
-        .iter()
-        .find(|r| r.controller == Some(true))?;
+fn controlling_owner_ref(meta: &impl Metadata, owner: &ApiResource) -> Option<ObjectRef> {
+    let reference = meta.controller_owner()?;
     let group = reference
         .api_version
         .rsplit_once('/')
@@ -768,9 +766,9 @@ fn controlling_owner_ref(meta: &ObjectMeta, owner: &ApiResource) -> Option<Objec
     if reference.kind != owner.kind || group != owner.group {
         return None;
     }
-    let owner_ref = ObjectRef::new(reference.name.clone());
+    let owner_ref = ObjectRef::new(reference.name);
     Some(if owner.namespaced {
-        owner_ref.within(meta.namespace.clone())
+        owner_ref.within(meta.namespace())
     } else {
         owner_ref
     })
@@ -822,7 +820,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::OwnerReference;
+    use crate::model::{ObjectMeta, OwnerReference};
 
     fn owned(namespace: &str, api_version: &str, kind: &str, controller: bool) -> ObjectMeta {
         ObjectMeta {

@@ -21,6 +21,7 @@
 //! a cleanup that succeeded is not run again because the object changed elsewhere. A removal that
 //! finds the object gone has nothing left to do.
 
+use crate::model::Metadata;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -132,15 +133,15 @@ where
     Fut: Future<Output = Result<Action, E>>,
 {
     let meta = object.meta();
-    if name.is_empty() || meta.name.is_empty() {
+    if name.is_empty() || meta.name().is_empty() {
         return Err(FinalizerError::Unnamed);
     }
-    let holds = meta.finalizers.iter().any(|f| f == name);
-    let deleting = meta.deletion_timestamp.is_some();
+    let holds = meta.finalizers().iter().any(|f| f == name);
+    let deleting = meta.is_being_deleted();
     let api = if api.resource().namespaced && api.namespace().is_none() {
         Api::namespaced_with(
             api.client().clone(),
-            &meta.namespace,
+            meta.namespace(),
             api.resource().clone(),
         )
     } else {
@@ -151,7 +152,7 @@ where
             .await
             .map_err(FinalizerError::Apply),
         (false, false) => {
-            let patch = if meta.finalizers.is_empty() {
+            let patch = if meta.finalizers().is_empty() {
                 // `null` matches an absent list (the apiserver's JSON patch, as kube-rs relies on).
                 json!([
                     {"op": "test", "path": "/metadata/finalizers", "value": null},
@@ -159,19 +160,19 @@ where
                 ])
             } else {
                 json!([
-                    {"op": "test", "path": "/metadata/finalizers", "value": meta.finalizers},
+                    {"op": "test", "path": "/metadata/finalizers", "value": meta.finalizers()},
                     {"op": "add", "path": "/metadata/finalizers/-", "value": name},
                 ])
             };
-            patch_finalizers(&api, &meta.name, patch)
+            patch_finalizers(&api, meta.name(), patch)
                 .await
                 .map_err(FinalizerError::AddFinalizer)?;
             // The patch's own watch event brings the object back with the finalizer.
             Ok(Action::Done)
         }
         (true, true) => {
-            let index = meta.finalizers.iter().position(|f| f == name);
-            let object_name = meta.name.clone();
+            let index = meta.finalizers().iter().position(|f| f == name);
+            let object_name = meta.name().to_owned();
             let action = reconcile(FinalizerEvent::Cleanup(object))
                 .await
                 .map_err(FinalizerError::Cleanup)?;

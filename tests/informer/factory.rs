@@ -18,7 +18,7 @@ fn names<T: Object + Clone>(inf: &Informer<T>) -> BTreeSet<String> {
     inf.store()
         .list()
         .iter()
-        .map(|o| o.meta().name.to_string())
+        .map(|o| informer::model::Metadata::name(o.meta()).to_owned())
         .collect()
 }
 

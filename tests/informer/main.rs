@@ -9,6 +9,7 @@ mod discovery;
 mod discovery_balance;
 mod discovery_changes;
 mod factory;
+mod k8s_openapi;
 mod lifecycle;
 mod reflector;
 mod runtime;

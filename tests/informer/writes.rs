@@ -95,3 +95,17 @@ async fn every_write_on_a_custom_resource() {
     let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
     writes::custom_resource_writes(&client, "default").await;
 }
+
+#[tokio::test]
+async fn every_write_on_a_k8s_openapi_kind() {
+    let sim = Simulator::start().await.unwrap();
+    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    writes::k8s_openapi_writes(&client, "default").await;
+}
+
+#[tokio::test]
+async fn a_custom_resource_typed_on_k8s_openapi_metadata() {
+    let sim = Simulator::start().await.unwrap();
+    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    writes::typed_custom_resource(&client, "default").await;
+}

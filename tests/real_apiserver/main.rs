@@ -255,7 +255,7 @@ async fn next_events<T: Object>(
     out
 }
 
-fn summary<T: Object>(events: &[WatchEvent<T>]) -> Vec<String> {
+fn summary<T: Object<Meta = informer::ObjectMeta>>(events: &[WatchEvent<T>]) -> Vec<String> {
     events
         .iter()
         .filter_map(|e| match e {

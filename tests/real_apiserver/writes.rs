@@ -16,6 +16,17 @@ async fn every_write_on_a_lean_kind() {
 }
 
 #[tokio::test]
+async fn every_write_on_a_k8s_openapi_kind() {
+    let real = real_or_skip!("every_write_on_a_k8s_openapi_kind");
+    bounded(60, async {
+        let client = real.client();
+        let ns = namespace(&client, "k8s-openapi").await;
+        writes::k8s_openapi_writes(&client, &ns).await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn a_finalizer_holds_an_object_until_cleanup() {
     let real = real_or_skip!("a_finalizer_holds_an_object_until_cleanup");
     bounded(60, async {
@@ -267,6 +278,17 @@ async fn every_write_on_a_custom_resource() {
         let client = real.client();
         let ns = namespace(&client, "crd-writes").await;
         writes::custom_resource_writes(&client, &ns).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_custom_resource_typed_on_k8s_openapi_metadata() {
+    let real = real_or_skip!("a_custom_resource_typed_on_k8s_openapi_metadata");
+    bounded(60, async {
+        let client = real.client();
+        let ns = namespace(&client, "typed-cr").await;
+        writes::typed_custom_resource(&client, &ns).await;
     })
     .await;
 }

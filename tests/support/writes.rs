@@ -561,3 +561,335 @@ pub async fn custom_resource_writes(client: &Client, ns: &str) {
     }
     assert!(gadgets.get("g1").await.unwrap_err().is_not_found());
 }
+
+/// A valid `k8s-openapi` Deployment (one container, selector matching its template).
+fn deployment(name: &str) -> k8s_openapi::api::apps::v1::Deployment {
+    use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+    use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+    let labels = std::collections::BTreeMap::from([("app".to_owned(), name.to_owned())]);
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        spec: DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..Default::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        image: Some("registry.example/app:1".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+            },
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// Every write on a `k8s-openapi` kind (`apps/v1` Deployment, which has the status and scale
+/// subresources): create, replace with its precondition, the four patch types, server-side
+/// apply with a conflict and `force`, status and scale, dry runs, deletes with preconditions,
+/// and the typed error of each refusal, in namespace `ns`.
+pub async fn k8s_openapi_writes(client: &Client, ns: &str) {
+    use informer::Object;
+    use informer::model::Metadata;
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let post = PostParams::default();
+    let replicas = |d: &Deployment| d.spec.replicas;
+    let labels = |d: &Deployment| d.metadata.labels.clone().unwrap_or_default();
+
+    // Create; the same name again; a name the server refuses; a dry run.
+    let created = deployments.create(&post, &deployment("d1")).await.unwrap();
+    assert!(!created.meta().uid().is_empty());
+    assert!(!created.meta().resource_version().is_empty());
+    assert_eq!(replicas(&created), Some(1));
+    let e = deployments
+        .create(&post, &deployment("d1"))
+        .await
+        .unwrap_err();
+    assert!(e.is_already_exists(), "{e}");
+    let e = deployments
+        .create(&post, &deployment("Not_A_Name"))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::Invalid), "{e}");
+    let causes = e.status().unwrap().causes();
+    assert!(
+        causes.iter().any(|c| c.field == "metadata.name"),
+        "{causes:?}"
+    );
+    deployments
+        .create(&PostParams::default().dry_run(), &deployment("d-dry"))
+        .await
+        .unwrap();
+    assert!(deployments.get("d-dry").await.unwrap_err().is_not_found());
+
+    // Replace with the version read; again with the stale one: Conflict.
+    let mut next = created.clone();
+    next.spec.replicas = Some(2);
+    let replaced = deployments.replace("d1", &post, &next).await.unwrap();
+    assert_eq!(replicas(&replaced), Some(2));
+    let e = deployments.replace("d1", &post, &next).await.unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+
+    // The four patch types.
+    let patched = deployments
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"tier": "gold"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        labels(&patched).get("tier").map(String::as_str),
+        Some("gold")
+    );
+    let patched = deployments
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Json(json!([{"op": "replace", "path": "/spec/replicas", "value": 4}])),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replicas(&patched), Some(4));
+    let e = deployments
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Json(json!([{"op": "test", "path": "/spec/replicas", "value": 9}])),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.status().is_some(), "{e}");
+    let patched = deployments
+        .patch(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"metadata": {"annotations": {"note": "strategic"}}})),
+        )
+        .await
+        .unwrap();
+    let annotations = patched.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("note").map(String::as_str),
+        Some("strategic")
+    );
+    let apply = |replicas: i32| {
+        let mut d = deployment("d1");
+        d.spec.replicas = Some(replicas);
+        Patch::Apply(d)
+    };
+    let applied = deployments
+        .patch("d1", &PatchParams::apply("alpha").force(), &apply(5))
+        .await
+        .unwrap();
+    assert_eq!(replicas(&applied), Some(5));
+    let managed = applied.metadata.managed_fields.clone().unwrap_or_default();
+    assert!(
+        managed
+            .iter()
+            .any(|m| m.manager.as_deref() == Some("alpha")
+                && m.operation.as_deref() == Some("Apply")),
+        "{managed:?}"
+    );
+    let e = deployments
+        .patch("d1", &PatchParams::apply("beta"), &apply(6))
+        .await
+        .unwrap_err();
+    assert_eq!(reason(&e), Some(StatusReason::Conflict), "{e}");
+    let forced = deployments
+        .patch("d1", &PatchParams::apply("beta").force(), &apply(6))
+        .await
+        .unwrap();
+    assert_eq!(replicas(&forced), Some(6));
+
+    // Status: written through its subresource, which leaves the spec alone.
+    let status = json!({
+        "spec": {"replicas": 9},
+        "status": {"observedGeneration": 3, "replicas": 6, "readyReplicas": 6},
+    });
+    let with_status = deployments
+        .patch_status("d1", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let got = with_status.status.clone().unwrap_or_default();
+    assert_eq!((got.replicas, got.ready_replicas), (Some(6), Some(6)));
+    assert_eq!(
+        replicas(&with_status),
+        Some(6),
+        "a status write changed the spec"
+    );
+    let mut read = deployments.get_status("d1").await.unwrap();
+    read.status.as_mut().unwrap().ready_replicas = Some(5);
+    let replaced = deployments
+        .replace_status("d1", &post, &read)
+        .await
+        .unwrap();
+    assert_eq!(replaced.status.unwrap().ready_replicas, Some(5));
+
+    // Scale: the replicas through the scale subresource.
+    let scale = deployments.get_scale("d1").await.unwrap();
+    assert_eq!(scale.spec.replicas, Some(6));
+    let scaled = deployments
+        .patch_scale(
+            "d1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.spec.replicas, Some(2));
+    assert_eq!(replicas(&deployments.get("d1").await.unwrap()), Some(2));
+
+    // Deletes: a failed precondition deletes nothing, a dry run neither; then gone.
+    let current = deployments.get("d1").await.unwrap();
+    let e = deployments
+        .delete(
+            "d1",
+            &DeleteParams::default().preconditions(Preconditions::uid("not-its-uid")),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    deployments
+        .delete("d1", &DeleteParams::default().dry_run())
+        .await
+        .unwrap();
+    assert!(
+        deployments.get("d1").await.is_ok(),
+        "a dry-run delete deleted"
+    );
+    deployments
+        .delete(
+            "d1",
+            &DeleteParams::default().preconditions(Preconditions::uid(current.meta().uid())),
+        )
+        .await
+        .unwrap();
+    assert!(deployments.get("d1").await.unwrap_err().is_not_found());
+    let e = deployments
+        .delete("d1", &DeleteParams::default())
+        .await
+        .unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+}
+
+/// A custom resource typed as users of `k8s-openapi` write one: `k8s-openapi`'s `ObjectMeta`,
+/// with this crate's `Object` and `Resource` implemented for it (the documented way).
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Gadget {
+    #[serde(default)]
+    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    #[serde(default)]
+    pub spec: GadgetSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<GadgetStatus>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct GadgetSpec {
+    pub size: i64,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct GadgetStatus {
+    pub ready: bool,
+}
+
+impl informer::Object for Gadget {
+    type Meta = k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    fn meta(&self) -> &Self::Meta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut Self::Meta {
+        &mut self.metadata
+    }
+}
+
+impl informer::Resource for Gadget {
+    fn api_resource() -> informer::ApiResource {
+        informer::ApiResource::from_static("writes.example.com", "v1", "Gadget", "gadgets", true)
+    }
+}
+
+/// The typed custom resource in `Api` (create, status, apply, delete) and an `Informer`.
+pub async fn typed_custom_resource(client: &Client, ns: &str) {
+    use informer::model::Metadata;
+    use informer::{Informer, Object};
+    install_gadget_crd(client).await;
+    let gadgets: Api<Gadget> = Api::namespaced(client.clone(), ns);
+    let mut g = Gadget::default();
+    g.metadata.name = Some("typed".into());
+    g.spec.size = 3;
+    let created = gadgets.create(&PostParams::default(), &g).await.unwrap();
+    assert_eq!(
+        (created.meta().generation(), created.spec.size),
+        (Some(1), 3)
+    );
+    let with_status = gadgets
+        .patch_status(
+            "typed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert!(with_status.status.unwrap().ready);
+
+    let informer = Informer::new(gadgets.clone(), Default::default());
+    informer.start();
+    informer
+        .wait_for_sync(std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let applied = gadgets
+        .patch(
+            "typed",
+            &PatchParams::apply("typed-test").force(),
+            &Patch::Apply(json!({
+                "apiVersion": "writes.example.com/v1", "kind": "Gadget",
+                "metadata": {"name": "typed"}, "spec": {"size": 4},
+            })),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.meta().generation(), Some(2));
+    informer
+        .wait_for_version(
+            ns,
+            "typed",
+            applied.meta().resource_version(),
+            std::time::Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    let cached = informer.store().get(ns, "typed").unwrap();
+    assert_eq!(cached.spec.size, 4);
+    assert!(cached.status.as_ref().unwrap().ready);
+    drop(cached);
+    gadgets
+        .delete("typed", &DeleteParams::default())
+        .await
+        .unwrap();
+    informer
+        .wait_for_absence(ns, "typed", std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+}

@@ -552,6 +552,7 @@ impl<'de> serde::Deserialize<'de> for LastWins {
 }
 
 impl informer::Object for LastWins {
+    type Meta = informer::ObjectMeta;
     fn meta(&self) -> &informer::ObjectMeta {
         &self.0
     }

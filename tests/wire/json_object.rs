@@ -54,7 +54,7 @@ struct EventLine<'a, T> {
     object: &'a T,
 }
 
-fn line<T: Object + Serialize>(type_: &str, o: &T) -> Value {
+fn line<T: Object<Meta = informer::ObjectMeta> + Serialize>(type_: &str, o: &T) -> Value {
     let text = serde_json::to_string(&EventLine {
         type_,
         key: o.meta().key(),

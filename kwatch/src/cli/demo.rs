@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use informer::discovery::{DiscoveryMetrics, DiscoveryOptions, ServiceDiscovery, WatchScope};
 use informer::informer::{InformerFactory, InformerMetrics};
+use informer::model::Metadata;
 use informer::reflector::{BackoffOptions, ReflectorOptions};
 use informer::{Client, Config, EndpointSlice, Informer, Object, Pod, Service};
 use informer_sim::Simulator;
@@ -378,7 +379,7 @@ fn store_state<T: Object + Clone>(informer: &Informer<T>) -> BTreeMap<String, St
         .store()
         .list()
         .iter()
-        .map(|o| (o.meta().key(), o.meta().resource_version.to_string()))
+        .map(|o| (o.meta().key(), o.meta().resource_version().to_owned()))
         .collect()
 }
 
