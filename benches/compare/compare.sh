@@ -6,6 +6,8 @@
 # a last line `MEDIANS {client: {figure: median}}`.
 #   ./compare.sh [--kind endpoints|endpointslices|pods] [--objects N] [--events M] [--rounds R]
 #                [--hot-keys K] [--clients "kube-rs informer informer-dyn kwatch"]
+# (`informer-k8s` in --clients: informer-peer --mode k8s-openapi, k8s-openapi's types in the
+# typed informer)
 # The first run builds the workspace (kube-rs and k8s-openapi take a few minutes on 2 cores).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -32,8 +34,8 @@ for _ in $(seq "$rounds"); do
   for c in $clients; do case "$c" in
   kube-rs)
     "$bin/kube-rs-peer" --server "$url" --kind "$kind" --events "$events" 2>/dev/null | tail -1 | grep '^{' | tee -a "$work/res" || true;;
-  informer|informer-dyn)
-    mode=typed; [ "$c" = informer-dyn ] && mode=dynamic
+  informer|informer-dyn|informer-k8s)
+    mode=typed; [ "$c" = informer-dyn ] && mode=dynamic; [ "$c" = informer-k8s ] && mode=k8s-openapi
     "$bin/informer-peer" --server "$url" --kind "$kind" --events "$events" --watch-dump "$work/watch.jsonl" --mode "$mode" 2>"$work/ierr" | tail -1 | grep '^{' | tee -a "$work/res" || { echo "informer-peer --mode $mode failed: $(tail -2 "$work/ierr")" >&2; true; }
     tail -1 "$work/ierr" >&2;;
   kwatch)

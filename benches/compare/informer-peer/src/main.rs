@@ -7,10 +7,13 @@
 //! then Store::get over every key in shuffled order, batches of 64, ~2M lookups.
 //! `--mode dynamic`: the same stream through a dynamic informer (`Informer::dynamic`, objects as
 //! `JsonObject`s, what CRD informers and kwatch use); the line's client is `informer-dyn`.
+//! `--mode k8s-openapi`: the same stream into `k8s-openapi` 0.29's types (every field of the API,
+//! as kube-rs decodes them), through the typed Informer; the line's client is `informer-k8s`.
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use informer::model::Metadata;
 use informer::{Api, Client, Config, Endpoints, EndpointSlice, Informer, JsonObject, Object, Pod, Resource};
 
 const LOOKUP_BATCH: usize = 64;
@@ -46,8 +49,8 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
-async fn run<T: Object + informer::Resource + Clone>(api: Api<T>, events: u64, last_key: (String, String), last_rv: String) -> String {
-    measure(Informer::new(api, Default::default()), "informer", events, last_key, last_rv).await
+async fn run<T: Object + informer::Resource + Clone>(api: Api<T>, client_name: &str, events: u64, last_key: (String, String), last_rv: String) -> String {
+    measure(Informer::new(api, Default::default()), client_name, events, last_key, last_rv).await
 }
 
 async fn measure<T: Object + Clone>(inf: Informer<T>, client_name: &str, events: u64, last_key: (String, String), last_rv: String) -> String {
@@ -61,7 +64,7 @@ async fn measure<T: Object + Clone>(inf: Informer<T>, client_name: &str, events:
     let deadline = synced + Duration::from_secs(280);
     loop {
         if let Some(o) = store.get(&last_key.0, &last_key.1) {
-            if o.meta().resource_version == last_rv {
+            if o.meta().resource_version() == last_rv {
                 break;
             }
         }
@@ -79,7 +82,7 @@ async fn measure<T: Object + Clone>(inf: Informer<T>, client_name: &str, events:
     let mut keys: Vec<(String, String)> = store
         .list()
         .iter()
-        .map(|o| (o.meta().namespace.clone(), o.meta().name.clone()))
+        .map(|o| (o.meta().namespace().to_owned(), o.meta().name().to_owned()))
         .collect();
     shuffle(&mut keys);
     let passes = if keys.is_empty() { 0 } else { (LOOKUP_TARGET / keys.len()).clamp(1, 50) };
@@ -126,7 +129,7 @@ async fn main() {
             // the watch body written by `wire-server --dump-watch`: its last line names the last key and RV
             "--watch-dump" => dump = v,
             "--mode" => mode = v,
-            _ => panic!("usage: informer-peer --server URL --kind K --events M --watch-dump FILE [--mode typed|dynamic]"),
+            _ => panic!("usage: informer-peer --server URL --kind K --events M --watch-dump FILE [--mode typed|dynamic|k8s-openapi]"),
         }
     }
     std::thread::spawn(|| {
@@ -160,10 +163,23 @@ async fn main() {
         println!("{}", measure(inf, "informer-dyn", events, key, v.rv).await);
         return;
     }
+    if mode == "k8s-openapi" {
+        use k8s_openapi::api::{core::v1 as core, discovery::v1 as discovery};
+        let c = "informer-k8s";
+        let out = match kind.as_str() {
+            "endpoints" => run(Api::<core::Endpoints>::namespaced(client, &ns), c, events, key, v.rv).await,
+            "endpointslices" => run(Api::<discovery::EndpointSlice>::namespaced(client, &ns), c, events, key, v.rv).await,
+            "pods" => run(Api::<core::Pod>::namespaced(client, &ns), c, events, key, v.rv).await,
+            k => panic!("unknown kind {k}"),
+        };
+        println!("{out}");
+        return;
+    }
+    let c = "informer";
     let out = match kind.as_str() {
-        "endpoints" => run(Api::<Endpoints>::namespaced(client, &ns), events, key, v.rv).await,
-        "endpointslices" => run(Api::<EndpointSlice>::namespaced(client, &ns), events, key, v.rv).await,
-        "pods" => run(Api::<Pod>::namespaced(client, &ns), events, key, v.rv).await,
+        "endpoints" => run(Api::<Endpoints>::namespaced(client, &ns), c, events, key, v.rv).await,
+        "endpointslices" => run(Api::<EndpointSlice>::namespaced(client, &ns), c, events, key, v.rv).await,
+        "pods" => run(Api::<Pod>::namespaced(client, &ns), c, events, key, v.rv).await,
         k => panic!("unknown kind {k}"),
     };
     println!("{out}");
