@@ -24,6 +24,23 @@
 //! let web = pods.store().get("default", "web-0");
 //! # }
 //! ```
+//!
+//! # Which way to build one
+//!
+//! * **[`Informer::new`]`(api, options)`**: one informer of your own, for any [`Object`] (a lean
+//!   kind, a `k8s-openapi` type, your own kind, [`JsonObject`](crate::JsonObject)), scoped by the [`Api`] (all
+//!   namespaces or one) and the options (selectors, page size, ...). This is the way.
+//! * **[`InformerFactory`]**: the same informers, shared. Ask it where several parts of a program
+//!   want the same resource (a controller's owned kinds, discovery): `factory.informer::<T>(ns)`
+//!   hands everyone one informer per kind and namespace; `informer_with` when selectors differ
+//!   (one per distinct request); `dynamic(&resource, ns)` for a resource known at run time.
+//! * [`Informer::dynamic`]`(client, &resource, ns, options)` is `Informer::new` on an
+//!   `Api<JsonObject>` for `resource`, spelled shorter: not another kind of informer.
+//!
+//! Objects of a resource known only at run time come in two types, each for its use:
+//! [`JsonObject`](crate::JsonObject) is what informers cache (each top-level member kept as its compact JSON text,
+//! metadata typed: less memory, cheap to compare); [`DynamicObject`](crate::DynamicObject) is a
+//! `serde_json::Map` to read and edit field by field, and to write.
 
 mod dynamic;
 mod factory;
