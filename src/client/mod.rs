@@ -47,6 +47,7 @@ mod tls;
 mod write;
 
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -90,6 +91,10 @@ struct Inner {
     base: String,
     config: Config,
     handler_pool: std::sync::Arc<ThreadPool>,
+    /// An exec plugin's client certificate, replaced at each of its runs.
+    rotating: Option<std::sync::Arc<crate::config::RotatingIdentity>>,
+    /// The certificate generation the pool's connections were opened with.
+    identity_generation: std::sync::atomic::AtomicU64,
 }
 
 impl Client {
@@ -145,7 +150,14 @@ impl Client {
                  the path can read and change the traffic, credentials included"
             );
         }
-        let tls = tls::client_config(&config.tls)?;
+        let rotating = match &config.auth {
+            Auth::Provider(p) => p.client_certificate(),
+            _ => None,
+        };
+        let tls = tls::client_config(&config.tls, rotating.clone())?;
+        // The certificate the pool's connections were opened with (see `send`).
+        let identity_generation =
+            std::sync::atomic::AtomicU64::new(rotating.as_ref().map_or(0, |r| r.generation()));
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(config.connect_timeout));
@@ -198,6 +210,8 @@ impl Client {
                 base,
                 config,
                 handler_pool,
+                rotating,
+                identity_generation,
             }),
         })
     }
@@ -245,6 +259,7 @@ impl Client {
         let open_timeout = self.inner.config.open_timeout;
         loop {
             let req = self.build(&method, path_and_query, body.clone()).await?;
+            self.retire_connections_of_an_older_certificate();
             let started = std::time::Instant::now();
             let resp = tokio::time::timeout(open_timeout, self.inner.pool.send(req))
                 .await
@@ -292,6 +307,25 @@ impl Client {
         }
     }
 
+    /// After an exec plugin's certificate changed (a run before its expiry, or after a 401):
+    /// no new request on a connection opened with the old one. Requests in flight and watches
+    /// finish where they are; client-go's rotation closes them instead.
+    fn retire_connections_of_an_older_certificate(&self) {
+        let Some(rotating) = &self.inner.rotating else {
+            return;
+        };
+        let current = rotating.generation();
+        // Relaxed: a lone value; at worst two requests both retire the pool's connections.
+        let seen = self
+            .inner
+            .identity_generation
+            .swap(current, Ordering::Relaxed);
+        if seen != current {
+            tracing::debug!("the exec plugin's client certificate changed: new connections");
+            self.inner.pool.retire_all();
+        }
+    }
+
     /// The `host` label of the REST client metrics: the server URL's `host[:port]`, as
     /// client-go's `url.Host`.
     #[cfg(feature = "metrics")]
@@ -327,7 +361,10 @@ impl Client {
                 "Basic {}",
                 basic_credentials(username, password.expose())
             )),
-            Auth::Provider(p) => Some(format!("Bearer {}", p.token().await?.expose())),
+            // Empty: the provider authenticates by client certificate alone.
+            Auth::Provider(p) => Some(p.token().await?)
+                .filter(|t| !t.expose().is_empty())
+                .map(|t| format!("Bearer {}", t.expose())),
         };
         if let Some(a) = authorization {
             let mut v = HeaderValue::from_str(&a).map_err(|_| {

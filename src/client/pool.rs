@@ -206,6 +206,17 @@ impl Pool {
         })
     }
 
+    /// No new request on any connection open now: idle HTTP/1.1 connections are closed, HTTP/2
+    /// ones retired (their streams in flight finish). The next request opens a connection.
+    pub(crate) fn retire_all(&self) {
+        let mut state = self.shared.state.lock().unwrap();
+        state.idle_http1.clear();
+        for conn in &state.http2 {
+            // Relaxed: a one-way flag read as a hint under the state lock (see `Http2Conn`).
+            conn.retired.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// What the pool holds right now.
     pub(crate) fn stats(&self) -> PoolStats {
         let state = self.shared.state.lock().unwrap();

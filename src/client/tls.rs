@@ -10,11 +10,15 @@ use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use crate::config::TlsConfig;
+use crate::config::{RotatingIdentity, TlsConfig};
 use crate::error::{Error, Result};
 
-/// The rustls configuration for `tls`.
-pub(crate) fn client_config(tls: &TlsConfig) -> Result<ClientConfig> {
+/// The rustls configuration for `tls`; with `rotating` holding a certificate, handshakes present
+/// its current one instead of `tls.identity` (an exec plugin's, replaced at each run).
+pub(crate) fn client_config(
+    tls: &TlsConfig,
+    rotating: Option<Arc<RotatingIdentity>>,
+) -> Result<ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -35,11 +39,19 @@ pub(crate) fn client_config(tls: &TlsConfig) -> Result<ClientConfig> {
         builder.with_root_certificates(roots)
     };
     // ALPN (h2, then http/1.1) is set by hyper-rustls's `enable_all_versions`.
-    let config = match &tls.identity {
-        Some(id) => builder
+    let config = match (rotating.filter(|r| r.is_set()), &tls.identity) {
+        (Some(rotating), _) => {
+            let mut config = builder.with_client_cert_resolver(rotating);
+            // A resumed TLS session keeps the certificate of the session it resumes: after a
+            // rotation the server would go on seeing the old one. Full handshakes only (the
+            // pool keeps its connections, so this costs one per connection opened).
+            config.resumption = rustls::client::Resumption::disabled();
+            config
+        }
+        (None, Some(id)) => builder
             .with_client_auth_cert(id.certs.clone(), id.key.clone_key())
             .map_err(|e| Error::Tls(format!("unusable client certificate or key: {e}")))?,
-        None => builder.with_no_client_auth(),
+        (None, None) => builder.with_no_client_auth(),
     };
     Ok(config)
 }

@@ -21,14 +21,21 @@
 //!   inherits stdin and stderr so the plugin can prompt (`spec.interactive: true`), and its stderr
 //!   is then not in error messages.
 //! * A client certificate from the plugin is read when the [`Config`](super::Config) is built (the
-//!   plugin runs once then) and becomes the TLS identity. A later run's certificate is not used:
-//!   rotating it needs a new [`Client`](crate::Client) (the TLS configuration is fixed per client).
+//!   plugin runs once then) and becomes the TLS identity, and each later run's certificate
+//!   replaces it (client-go's rotation): TLS handshakes take the plugin's latest certificate, and
+//!   once it changed the client opens new connections for new requests (requests in flight, and
+//!   watches, finish on the old ones). A plugin that gives only a certificate still runs again on
+//!   a 401 and before its `expirationTimestamp`, as one that gives a token does.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
+
+use rustls::client::ResolvesClientCert;
+use rustls::sign::CertifiedKey;
 
 use serde::Deserialize;
 
@@ -172,6 +179,8 @@ pub struct ExecCredentialProvider {
     running: tokio::sync::Mutex<()>,
     /// A run longer than this is killed and fails.
     timeout: Duration,
+    /// The client certificate of the latest run that gave one, for TLS handshakes.
+    identity: Arc<RotatingIdentity>,
 }
 
 /// The exec configuration as [`ExecConfig`] shows it; `KUBERNETES_EXEC_INFO` (which carries the
@@ -235,6 +244,7 @@ impl ExecCredentialProvider {
             api_version,
             exec_info,
             cached: Mutex::new(None),
+            identity: Arc::new(RotatingIdentity::new()),
             running: tokio::sync::Mutex::new(()),
             timeout: DEFAULT_PLUGIN_TIMEOUT,
         })
@@ -273,6 +283,9 @@ impl ExecCredentialProvider {
             return Ok(c);
         }
         let credential = self.run().await?;
+        if let Some(identity) = &credential.identity {
+            self.identity.set(identity)?;
+        }
         *self.cached.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.clone());
         Ok(credential)
     }
@@ -437,15 +450,17 @@ impl ExecCredentialProvider {
 }
 
 impl TokenProvider for ExecCredentialProvider {
+    /// The plugin's token; empty (no `Authorization` header) when it gives only a client
+    /// certificate, which the run has installed for TLS.
     fn token(&self) -> Pin<Box<dyn Future<Output = Result<Secret>> + Send + '_>> {
         Box::pin(async move {
-            self.credential().await?.token.ok_or_else(|| {
-                Error::Config(format!(
-                    "{} returned a client certificate but no token",
-                    self.describe()
-                ))
-            })
+            let credential = self.credential().await?;
+            Ok(credential.token.unwrap_or_else(|| Secret::new("")))
         })
+    }
+
+    fn client_certificate(&self) -> Option<Arc<RotatingIdentity>> {
+        Some(self.identity.clone())
     }
 
     fn invalidate(&self) {
@@ -563,4 +578,75 @@ fn stderr_excerpt(stderr: &[u8]) -> String {
         line.insert(0, '…');
     }
     line
+}
+
+/// The client certificate an exec plugin gave last, which TLS handshakes present (rustls asks
+/// [`resolve`](ResolvesClientCert::resolve) at each one). Empty until a run gives a certificate.
+pub struct RotatingIdentity {
+    current: RwLock<Option<Arc<CertifiedKey>>>,
+    /// Bumped at each change, so the client knows its pooled connections carry an older one.
+    generation: AtomicU64,
+}
+
+impl RotatingIdentity {
+    fn new() -> RotatingIdentity {
+        RotatingIdentity {
+            current: RwLock::new(None),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// Installs `identity` if it differs from the current one.
+    fn set(&self, identity: &Identity) -> Result<()> {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        if current.as_ref().is_some_and(|c| c.cert == identity.certs) {
+            return Ok(());
+        }
+        let key = rustls::crypto::ring::sign::any_supported_type(&identity.key)
+            .map_err(|e| Error::Config(format!("the plugin's client key is unusable: {e}")))?;
+        *current = Some(Arc::new(CertifiedKey::new(identity.certs.clone(), key)));
+        // Release: a reader that sees the new generation also sees the new certificate (the lock
+        // already orders them; the pairing keeps that true without it).
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether a run has given a certificate.
+    pub(crate) fn is_set(&self) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
+    /// A number that changes whenever the certificate does.
+    pub(crate) fn generation(&self) -> u64 {
+        // Acquire: pairs with the Release in `set`.
+        self.generation.load(Ordering::Acquire)
+    }
+}
+
+impl std::fmt::Debug for RotatingIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RotatingIdentity")
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResolvesClientCert for RotatingIdentity {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<CertifiedKey>> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }

@@ -571,11 +571,10 @@ impl Config {
         if let Some(provider) = exec {
             let credential = provider.credential().await?;
             if let Some(identity) = credential.identity {
+                // The first certificate; the provider keeps the client's current with later runs.
                 config.tls.identity = Some(identity);
             }
-            if credential.token.is_some() {
-                config.auth = Auth::Provider(Arc::new(provider));
-            }
+            config.auth = Auth::Provider(Arc::new(provider));
         }
         Ok(config)
     }

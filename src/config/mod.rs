@@ -29,7 +29,10 @@ pub mod kubeconfig;
 mod proxy_url;
 mod token_file;
 
-pub use exec::{ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode};
+pub use exec::{
+    ExecConfig, ExecCredential, ExecCredentialProvider, ExecEnvVar, InteractiveMode,
+    RotatingIdentity,
+};
 pub use incluster::{InClusterOptions, SERVICE_ACCOUNT_DIR};
 pub use kubeconfig::{Kubeconfig, KubeconfigOptions, kubeconfig_paths};
 pub use proxy_url::ProxyUrl;
@@ -166,6 +169,11 @@ pub trait TokenProvider: Send + Sync + fmt::Debug + 'static {
     fn token(&self) -> Pin<Box<dyn Future<Output = Result<Secret>> + Send + '_>>;
     /// Forget any cached token (the server rejected it).
     fn invalidate(&self) {}
+    /// The client certificate this provider keeps current (an exec plugin that gives one): the
+    /// client presents its latest in TLS handshakes, and takes new connections when it changes.
+    fn client_certificate(&self) -> Option<Arc<RotatingIdentity>> {
+        None
+    }
 }
 
 /// How requests authenticate (besides a client certificate, which is part of TLS).

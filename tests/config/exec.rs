@@ -321,9 +321,11 @@ python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication
     .await
     .unwrap();
     assert!(config.tls.identity.is_some());
+    // The plugin stays the provider (it runs again on a 401 or before an expiry), with no token
+    // to send: the server accepts the request by its certificate alone.
     assert!(
-        matches!(config.auth, Auth::None),
-        "no token: {:?}",
+        matches!(config.auth, Auth::Provider(_)),
+        "the plugin's provider: {:?}",
         config.auth
     );
     assert!(!format!("{config:?}").contains("PRIVATE KEY"));
@@ -401,4 +403,65 @@ async fn a_plugin_printing_without_end_is_cut_off() {
     assert!(message.contains("the reason"), "{message}");
     assert!(message.contains("exit status: 3"), "{message}");
     assert!(message.len() < 4096, "{} bytes", message.len());
+}
+
+/// client-go's rotation: a 401 to a plugin's certificate runs the plugin again, and the retry
+/// goes out on a new connection that presents the new certificate (before: the certificate read
+/// when the `Config` was built stayed until a new `Client`, and a 401 was final).
+#[tokio::test]
+async fn a_rotated_client_certificate_from_the_plugin_replaces_a_rejected_one() {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+
+    let certs = Certs::new();
+    let dir = TempDir::new("exec-cert-rotation");
+    dir.write("cert.pem", &certs.client_cert_pem);
+    dir.write("key.pem", &certs.client_key_pem);
+    let plugin = dir.script(
+        "plugin",
+        &format!(
+            r#"cd {}
+echo $(( $(cat count 2>/dev/null || echo 0) + 1 )) > count
+python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {{"clientCertificateData": open("cert.pem").read(), "clientKeyData": open("key.pem").read()}}}}))'"#,
+            dir.path().display()
+        ),
+    );
+    let state = Arc::new(ServerState {
+        accept_client_cert: true,
+        ..Default::default()
+    });
+    let addr = start_server(Some(&certs), state.clone()).await;
+    let cluster_extra = format!("    certificate-authority-data: {}\n", b64(&certs.ca_pem));
+    let exec = format!(
+        "      apiVersion: {V1}\n      command: /bin/bash\n      args: ['{}']\n",
+        plugin.display()
+    );
+    let config = load(kubeconfig(
+        &format!("https://localhost:{}", addr.port()),
+        &cluster_extra,
+        &exec,
+    ))
+    .await
+    .unwrap();
+    let client = Client::new(config).unwrap();
+    let answer: serde_json::Value = client.request(Method::GET, "/api", None).await.unwrap();
+    assert_eq!(answer["ok"], true);
+    assert_eq!(runs(&dir), 1);
+
+    // The first certificate expires (the server refuses it) and the plugin now gives another.
+    let first = CertificateDer::from_pem_slice(certs.client_cert_pem.as_bytes()).unwrap();
+    state.revoked_certs.lock().unwrap().push(first.to_vec());
+    dir.write("cert.pem", &certs.rotated_cert_pem);
+    dir.write("key.pem", &certs.rotated_key_pem);
+    let answer: serde_json::Value = client.request(Method::GET, "/api", None).await.unwrap();
+    assert_eq!(answer["ok"], true);
+    assert_eq!(runs(&dir), 2, "the 401 ran the plugin once more");
+    assert_eq!(state.unauthorized.load(Ordering::SeqCst), 1);
+    // Later requests present the new certificate with no further run.
+    let answer: serde_json::Value = client.request(Method::GET, "/api", None).await.unwrap();
+    assert_eq!(answer["ok"], true);
+    assert_eq!(
+        (runs(&dir), state.unauthorized.load(Ordering::SeqCst)),
+        (2, 1)
+    );
 }

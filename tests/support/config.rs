@@ -67,6 +67,9 @@ pub struct Certs {
     pub server_key_pem: String,
     pub client_cert_pem: String,
     pub client_key_pem: String,
+    /// A second client certificate of the same CA (a rotated one).
+    pub rotated_cert_pem: String,
+    pub rotated_key_pem: String,
     pub other_ca_pem: String,
 }
 
@@ -94,7 +97,12 @@ impl Certs {
         client_params
             .distinguished_name
             .push(rcgen::DnType::CommonName, "test-user");
-        let client = client_params.signed_by(&client_key, &ca, &ca_key).unwrap();
+        let client = client_params
+            .clone()
+            .signed_by(&client_key, &ca, &ca_key)
+            .unwrap();
+        let rotated_key = KeyPair::generate().unwrap();
+        let rotated = client_params.signed_by(&rotated_key, &ca, &ca_key).unwrap();
 
         let other_key = KeyPair::generate().unwrap();
         let mut other_params = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -107,6 +115,8 @@ impl Certs {
             server_key_pem: server_key.serialize_pem(),
             client_cert_pem: client.pem(),
             client_key_pem: client_key.serialize_pem(),
+            rotated_cert_pem: rotated.pem(),
+            rotated_key_pem: rotated_key.serialize_pem(),
             other_ca_pem: other.pem(),
         }
     }
@@ -124,6 +134,8 @@ pub struct ServerState {
     pub accepted_tokens: Mutex<Vec<String>>,
     /// Also accept requests whose TLS client presented a certificate the CA signed.
     pub accept_client_cert: bool,
+    /// Client certificates (DER) answered with 401 although the CA signed them (expired ones).
+    pub revoked_certs: Mutex<Vec<Vec<u8>>>,
     pub requests: AtomicUsize,
     pub unauthorized: AtomicUsize,
 }
@@ -170,10 +182,15 @@ pub async fn start_server(certs: Option<&Certs>, state: Arc<ServerState>) -> Soc
                         let Ok(tls) = acceptor.accept(tcp).await else {
                             return;
                         };
-                        let has_cert = tls.get_ref().1.peer_certificates().is_some();
-                        serve(TokioIo::new(tls), state, has_cert).await;
+                        let cert = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .and_then(|c| c.first())
+                            .map(|c| c.to_vec());
+                        serve(TokioIo::new(tls), state, cert).await;
                     }
-                    None => serve(TokioIo::new(tcp), state, false).await,
+                    None => serve(TokioIo::new(tcp), state, None).await,
                 }
             });
         }
@@ -181,12 +198,17 @@ pub async fn start_server(certs: Option<&Certs>, state: Arc<ServerState>) -> Soc
     addr
 }
 
-async fn serve<IO>(io: TokioIo<IO>, state: Arc<ServerState>, has_cert: bool)
+/// Serves one connection; `cert` is the client certificate its TLS handshake presented, checked
+/// against the revoked ones at each request.
+async fn serve<IO>(io: TokioIo<IO>, state: Arc<ServerState>, cert: Option<Vec<u8>>)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
         let state = state.clone();
+        let has_cert = cert
+            .as_ref()
+            .is_some_and(|c| !state.revoked_certs.lock().unwrap().contains(c));
         async move {
             state.requests.fetch_add(1, Ordering::SeqCst);
             let token = req
