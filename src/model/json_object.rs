@@ -200,23 +200,26 @@ impl JsonObject {
 
     /// The value at a dot-separated path (`"spec.replicas"`, `"spec.containers.0.image"`,
     /// `"metadata.labels"`): only the member the path starts in is parsed. `None` if there is
-    /// nothing there.
+    /// nothing there. A dot inside a key is written `\.` (as kubectl's JSONPath does), a
+    /// backslash `\\`: `"metadata.labels.app\.kubernetes\.io/name"`.
     ///
     /// ```
     /// let o = informer::JsonObject::from_json(
-    ///     r#"{"metadata":{"name":"a","labels":{"app":"web"}},"spec":{"containers":[{"image":"nginx"}]}}"#,
+    ///     r#"{"metadata":{"name":"a","labels":{"app":"web","app.kubernetes.io/name":"shop"}},
+    ///         "spec":{"containers":[{"image":"nginx"}]}}"#,
     /// ).unwrap();
     /// assert_eq!(o.get("spec.containers.0.image"), Some(serde_json::json!("nginx")));
     /// assert_eq!(o.get("metadata.labels.app"), Some(serde_json::json!("web")));
+    /// assert_eq!(o.get(r"metadata.labels.app\.kubernetes\.io/name"), Some(serde_json::json!("shop")));
     /// assert_eq!(o.get("spec.missing"), None);
     /// ```
     pub fn get(&self, path: &str) -> Option<Value> {
-        let mut segments = path.split('.');
+        let mut segments = path_segments(path).into_iter();
         let first = segments.next()?;
-        let mut value = self.top_level(first)?;
+        let mut value = self.top_level(&first)?;
         for segment in segments {
             value = match value {
-                Value::Object(mut map) => map.remove(segment)?,
+                Value::Object(mut map) => map.remove(segment.as_str())?,
                 Value::Array(mut items) => {
                     let i: usize = segment.parse().ok()?;
                     if i >= items.len() {
@@ -646,4 +649,23 @@ mod tests {
         );
         assert!(matches!(compact(r#"{"a":"b c"}"#), Cow::Borrowed(_)));
     }
+}
+
+/// The keys of a [`JsonObject::get`] path: split at dots, `\.` a dot within a key and `\\` a
+/// backslash (any other escaped character stands for itself).
+fn path_segments(path: &str) -> Vec<String> {
+    let mut segments = vec![String::new()];
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(escaped) = chars.next() {
+                    segments.last_mut().expect("never empty").push(escaped);
+                }
+            }
+            '.' => segments.push(String::new()),
+            c => segments.last_mut().expect("never empty").push(c),
+        }
+    }
+    segments
 }
