@@ -715,7 +715,15 @@ async fn streaming_list_is_refused_with_422_and_the_reflector_falls_back_to_list
         let inf = Informer::new(cms.clone(), options);
         inf.start();
         inf.wait_for_sync(Duration::from_secs(20)).await.unwrap();
-        assert_eq!(store_state(&inf), server_state(&cms).await);
+        // The fallback's first list asks for resourceVersion "0" (client-go's R5): the watch
+        // cache answers, and may trail the last create by a moment on a loaded machine (seen:
+        // c4 missing at the sync, 1 run in many); its watch then brings the rest.
+        let server = server_state(&cms).await;
+        assert!(
+            eventually(10, || store_state(&inf) == server).await,
+            "{:?} != {server:?}",
+            store_state(&inf)
+        );
         post(
             &client,
             &cm_path(&ns, None),
