@@ -5,7 +5,7 @@
 //! from a generator seeded with `seed + n`, where `n` counts responses since the seed was set, so
 //! the same seed and the same request sequence give the same bytes on the wire.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -114,6 +114,8 @@ pub(crate) struct FaultState {
     /// Watch streams currently open (maintained by the watch tasks).
     pub active_watches: AtomicU64,
     store: Arc<Store>,
+    /// Resources (plurals) whose reads answer 403 ([`Faults::forbid_reads_of`]).
+    forbidden_reads: Mutex<BTreeSet<String>>,
 }
 
 /// The fault-injection handle of a [`Simulator`](super::Simulator); cheap to clone.
@@ -145,6 +147,7 @@ impl Faults {
                 stalled: watch::Sender::new(false),
                 active_watches: AtomicU64::new(0),
                 store,
+                forbidden_reads: Mutex::new(BTreeSet::new()),
             }),
         }
     }
@@ -257,6 +260,44 @@ impl Faults {
             .reads_forbidden
     }
 
+    /// Like [`forbid_reads`](Self::forbid_reads) for one resource only, named by its plural
+    /// (`services`): while on, every get, list and watch of it answers 403 Forbidden with the
+    /// apiserver's RBAC message (`services is forbidden: User "reader" cannot list resource
+    /// "services" in API group "" in the namespace "ns"`), as for a role that covers the other
+    /// resources but not this one. Open watches go on. `false` allows it again; [`clear`](Self::clear)
+    /// allows every resource.
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let sim = informer_sim::Simulator::start().await.unwrap();
+    /// sim.faults().forbid_reads_of("services", true); // endpointslices still readable
+    /// # }
+    /// ```
+    pub fn forbid_reads_of(&self, plural: &str, on: bool) {
+        let mut set = self
+            .state
+            .forbidden_reads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if on {
+            set.insert(plural.to_owned());
+        } else {
+            set.remove(plural);
+        }
+    }
+
+    /// Whether reads of `plural` answer 403 ([`forbid_reads`](Self::forbid_reads) or
+    /// [`forbid_reads_of`](Self::forbid_reads_of)).
+    pub(crate) fn reads_of_forbidden(&self, plural: &str) -> bool {
+        self.reads_forbidden()
+            || self
+                .state
+                .forbidden_reads
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(plural)
+    }
+
     /// Answers the next `k` requests with `code` (429, 500, 503, 504, ...), a Status body and `Retry-After: 1`.
     pub fn fail_next(&self, k: usize, code: u16) {
         let mut q = self
@@ -363,6 +404,11 @@ impl Faults {
         });
         self.state
             .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+        self.state
+            .forbidden_reads
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clear();

@@ -162,6 +162,7 @@ pub struct SimulatorBuilder {
     watch_buffer: usize,
     initial_rv: u64,
     seed: Option<u64>,
+    endpoint_slices_v1beta1: bool,
 }
 
 impl Default for SimulatorBuilder {
@@ -182,6 +183,7 @@ impl Default for SimulatorBuilder {
             watch_buffer: 65_536,
             initial_rv: 1,
             seed: None,
+            endpoint_slices_v1beta1: false,
         }
     }
 }
@@ -267,6 +269,21 @@ impl SimulatorBuilder {
         self
     }
 
+    /// Serve EndpointSlices as `discovery.k8s.io/v1beta1` only, as servers 1.17 to 1.20 do
+    /// (default off: `v1` only, as from 1.25): `/apis/discovery.k8s.io/v1/...` answers 404 and
+    /// discovery lists `v1beta1`. Objects are stored as written (the `v1beta1` schema, with its
+    /// endpoints' `topology` map); `"endpointslices"` in the programmatic API names this version.
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let sim = informer_sim::Simulator::builder().endpoint_slices_v1beta1(true).start().await.unwrap();
+    /// # }
+    /// ```
+    pub fn endpoint_slices_v1beta1(mut self, on: bool) -> Self {
+        self.endpoint_slices_v1beta1 = on;
+        self
+    }
+
     /// Binds and starts serving.
     pub async fn start(self) -> std::io::Result<Simulator> {
         let listener = server::listen(self.addr)?;
@@ -283,6 +300,9 @@ impl SimulatorBuilder {
             self.watch_buffer,
             self.seed,
         ));
+        if self.endpoint_slices_v1beta1 {
+            store.serve_endpoint_slices_v1beta1_only();
+        }
         let faults = Faults::new(store.clone());
         let (shutdown_tx, shutdown_rx) = tokio_watch::channel(false);
         let shared = Arc::new(Shared {

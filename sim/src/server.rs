@@ -457,7 +457,7 @@ async fn resource(
             t.ns.as_deref(),
         ));
     }
-    if req.method() == Method::GET && shared.faults.reads_forbidden() {
+    if req.method() == Method::GET && shared.faults.reads_of_forbidden(&t.info.api.plural) {
         let verb = if query.get("watch").is_some_and(|w| w == "true" || w == "1") || legacy_watch {
             "watch"
         } else if t.name.is_some() {

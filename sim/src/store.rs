@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use informer::model::ApiResource;
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, watch};
 
@@ -500,6 +501,26 @@ impl Store {
         // A panic while holding the lock cannot leave the maps half-updated in a way that matters
         // more than serving, so recover from poisoning.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Serves EndpointSlices as `discovery.k8s.io/v1beta1` instead of `v1` (see
+    /// `SimulatorBuilder::endpoint_slices_v1beta1`).
+    pub fn serve_endpoint_slices_v1beta1_only(&self) {
+        let mut g = self.lock();
+        if let Some(v1) = g
+            .registry
+            .find_path("discovery.k8s.io", "v1", "endpointslices")
+        {
+            g.registry.withdraw(v1);
+        }
+        let beta = ApiResource::from_static(
+            "discovery.k8s.io",
+            "v1beta1",
+            "EndpointSlice",
+            "endpointslices",
+            true,
+        );
+        Self::register_locked(&mut g, ResourceInfo::new(beta, &[], true));
     }
 
     pub fn register(&self, info: ResourceInfo) -> usize {

@@ -25,6 +25,13 @@
 //!   metadata) is an [`EndpointChange::Update`], never a remove and insert.
 //! - **Latest wins**: the stream reads the subscription's latest snapshot; a slow reader skips
 //!   intermediate revisions and gets one batch spanning them.
+//! - **Empty before the end**: when the stream ends (discovery dropped, or the Service port
+//!   forgotten past [`max_tracked_services`](super::DiscoveryOptions::max_tracked_services),
+//!   [`max_ports_per_service`](super::DiscoveryOptions::max_ports_per_service) or
+//!   [`max_watched_namespaces`](super::DiscoveryOptions::max_watched_namespaces)), it first
+//!   yields a removal for every endpoint still inserted, in key order. A consumer that ignores
+//!   the end, as tower's balancers do, is left with no endpoint rather than with the last ones
+//!   for ever: nothing follows them any more, and they go stale unseen.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -196,6 +203,27 @@ impl EndpointSet {
         self.usable.iter()
     }
 
+    /// Empties the set and returns a removal for every endpoint it held, in key order: what a
+    /// consumer is told when its source of snapshots ends (see [`EndpointStream`]).
+    ///
+    /// ```
+    /// use informer::discovery::{EndpointSet, Instance, Snapshot, ServiceState};
+    /// let mut s = Snapshot::not_synced("ns", "web", "http");
+    /// s.state = ServiceState::Ready;
+    /// s.instances.push(Instance::new("10.0.0.1".parse().unwrap(), 8080));
+    /// let mut set = EndpointSet::new();
+    /// set.apply(&s);
+    /// let gone = set.remove_all();
+    /// assert!(gone.len() == 1 && gone[0].is_remove());
+    /// assert!(set.is_empty());
+    /// ```
+    pub fn remove_all(&mut self) -> Vec<EndpointChange> {
+        std::mem::take(&mut self.usable)
+            .into_iter()
+            .map(|(key, old)| EndpointChange::Remove(key, old))
+            .collect()
+    }
+
     /// How many usable endpoints were handed out.
     ///
     /// ```
@@ -224,15 +252,18 @@ enum Source {
     Idle(Subscription),
     /// Waiting for the subscription's next notification.
     Waiting(NextSnapshot),
-    /// Discovery was dropped, or the Service port forgotten: the stream ended.
+    /// Discovery was dropped, or the Service port forgotten: the stream ends once `ready` (the
+    /// removals of every endpoint still inserted) is drained.
     Ended,
 }
 
 /// The endpoint changes of one Service port, from
 /// [`ServiceDiscovery::endpoint_changes`](super::ServiceDiscovery::endpoint_changes): first an
 /// insert per current usable endpoint, then the changes as discovery's snapshot changes (see the
-/// module's invariants). Ends when discovery is dropped or the port forgotten. Cancel-safe:
-/// dropping a pending [`next_change`](Self::next_change) loses nothing.
+/// module's invariants). Ends when discovery is dropped or the port forgotten, after a removal
+/// of every endpoint still inserted (so a balancer that ignores the end is left empty, not on
+/// stale endpoints). Cancel-safe: dropping a pending [`next_change`](Self::next_change) loses
+/// nothing.
 ///
 /// ```no_run
 /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
@@ -296,7 +327,8 @@ impl EndpointStream {
         &self.set
     }
 
-    /// The next change; `None` once the stream ended.
+    /// The next change; `None` once the stream ended (after the removal of every endpoint
+    /// still inserted).
     ///
     /// ```no_run
     /// # async fn demo(d: informer::discovery::ServiceDiscovery) {
@@ -329,7 +361,9 @@ impl EndpointStream {
                         self.source = Source::Waiting(next);
                         return Poll::Pending;
                     }
-                    Poll::Ready((_, None)) => return Poll::Ready(None),
+                    // Ended (the source stays `Ended`): every endpoint still inserted is
+                    // removed first, then `None`.
+                    Poll::Ready((_, None)) => self.ready.extend(self.set.remove_all()),
                     Poll::Ready((subscription, Some(change))) => {
                         self.source = Source::Idle(subscription);
                         self.ready.extend(self.set.apply(&change.snapshot));

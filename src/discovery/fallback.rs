@@ -222,7 +222,19 @@ async fn fetch(cache: &Cache, reads: &AtomicU64, namespace: &str, service: &str)
             let params = ListParams::default().labels(&format!("{SERVICE_NAME_LABEL}={service}"));
             // Relaxed: a counter read for display; it publishes no other memory.
             reads.fetch_add(1, Ordering::Relaxed);
-            let list = api.list(&params).await.map_err(FetchError::new)?;
+            let list = match api.list(&params).await {
+                // Not served as v1 (servers before 1.21): v1beta1, as the informers do.
+                Err(e) if e.http_code() == Some(404) => {
+                    // Relaxed: a counter read for display; it publishes no other memory.
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    let beta = super::informers::endpoint_slices_v1beta1();
+                    Api::<EndpointSlice>::namespaced_with(client.clone(), namespace, beta)
+                        .list(&params)
+                        .await
+                }
+                list => list,
+            }
+            .map_err(FetchError::new)?;
             Source::Slices(
                 list.items
                     .into_iter()
@@ -248,7 +260,12 @@ async fn fetch(cache: &Cache, reads: &AtomicU64, namespace: &str, service: &str)
         let api: Api<Service> = Api::namespaced(client, namespace);
         // Relaxed: a counter read for display; it publishes no other memory.
         reads.fetch_add(1, Ordering::Relaxed);
-        Some(not_found_as_none(api.get(service).await)?)
+        match api.get(service).await {
+            // Refused (RBAC on EndpointSlices only): unknown, as with `watch_services: false`,
+            // like the informers' degraded mode (`DiscoveryMetrics::services_forbidden`).
+            Err(e) if e.http_code() == Some(403) => None,
+            read => Some(not_found_as_none(read)?),
+        }
     } else {
         None
     };

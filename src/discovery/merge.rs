@@ -9,6 +9,11 @@ use smol_str::SmolStr;
 
 use super::snapshot::{Instance, InstanceHints, InstanceMetadata, ServiceState, TopologyFilter};
 use super::{DiscoveryOptions, IpFamilyPreference, MANAGED_BY_LABEL, OVER_CAPACITY_ANNOTATION};
+
+/// A `v1beta1` endpoint's `topology` label for its zone (its `v1` field `zone`).
+const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+/// A `v1beta1` endpoint's `topology` label for its node (its `v1` field `nodeName`).
+const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 use crate::model::{
     EndpointAddress, EndpointPort, EndpointSlice, Endpoints, ForName, ObjectReference,
     PartialObjectMetadata, Service,
@@ -81,8 +86,15 @@ pub(crate) fn from_slices(slices: &[ObservedSlice], ctx: &MergeContext<'_>) -> M
                     ready: conditions.ready.unwrap_or(true),
                     serving: conditions.serving.unwrap_or(true),
                     terminating: conditions.terminating.unwrap_or(false),
-                    zone: ep.zone.clone(),
-                    node: ep.node_name.clone(),
+                    // v1beta1 (servers before 1.21) has them as topology labels instead.
+                    zone: ep
+                        .zone
+                        .clone()
+                        .or_else(|| ep.topology.get(ZONE_LABEL).map(SmolStr::from)),
+                    node: ep
+                        .node_name
+                        .clone()
+                        .or_else(|| ep.topology.get(HOSTNAME_LABEL).map(SmolStr::from)),
                     hostname: ep.hostname.clone(),
                     pod,
                     app_protocol: app_protocol.clone(),

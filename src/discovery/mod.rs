@@ -91,6 +91,7 @@ mod subscribe;
 mod tower_discover;
 mod view;
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -199,7 +200,9 @@ pub struct DiscoveryOptions {
     pub scope: WatchScope,
     /// Watch Services too, to tell [`ServiceState::ServiceAbsent`] from
     /// [`ServiceState::NoEndpoints`] exactly and to take `appProtocol` from the Service port.
-    /// Default true.
+    /// Default true. Where listing Services is refused with 403 Forbidden, discovery does not
+    /// wait for them: it serves from the endpoint objects alone and says so in
+    /// [`DiscoveryMetrics::services_forbidden`].
     pub watch_services: bool,
     /// Join Pod labels and annotations (metadata-only Pod informer). Default false.
     pub pod_metadata: bool,
@@ -285,6 +288,15 @@ pub struct DiscoveryMetrics {
     pub apiserver_reads: u64,
     /// Calls to the cache-miss path that were answered without a request of their own.
     pub fetches_shared: u64,
+    /// **Degraded** namespaces: where listing Services (with
+    /// [`watch_services`](DiscoveryOptions::watch_services) on) was refused with 403 Forbidden,
+    /// typically RBAC granting EndpointSlices only, with the server's message, by namespace (`""`
+    /// for [`WatchScope::ClusterWide`]). There discovery did not wait for Services: it serves
+    /// from the endpoint objects alone, as with `watch_services: false` (a Service without any
+    /// slice is [`ServiceState::ServiceAbsent`], never `NoEndpoints`, and `appProtocol` is not
+    /// taken from the Service). The Service informer keeps retrying with backoff; once it syncs
+    /// the namespace leaves this map and its Services are computed with it. Empty when healthy.
+    pub services_forbidden: BTreeMap<String, String>,
 }
 
 /// Service discovery over shared informers. Cheap to clone; clones share everything.

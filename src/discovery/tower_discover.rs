@@ -6,6 +6,16 @@
 //! are the [`EndpointStream`]'s (inserts before removals within one snapshot change; only usable
 //! endpoints). [`EndpointChange::Update`]s are not passed on: the address is the same, so the
 //! service made for it (and its connections) stays.
+//!
+//! **The end of the stream.** tower's balancers ignore the end of their `Discover` (p2c's
+//! `Balance` goes on with the services it has), so a stream that just ended would freeze them
+//! on the last endpoints, stale from then on. The stream therefore ends with a
+//! `Change::Remove` of every endpoint still inserted, then `None` (the [`EndpointStream`]'s
+//! rule): the balancer is left empty, and its `poll_ready` stays pending (p2c waits for
+//! endpoints) instead of sending calls to addresses nobody follows any more; a
+//! `tower::timeout` (or the caller's deadline) turns that into a failure. It never ends with an
+//! error (`Error = Infallible`): p2c surfaces a discover error only once, from one
+//! `poll_ready`, and then polls the ended stream as before.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -45,7 +55,8 @@ impl<F> fmt::Debug for TowerDiscover<F> {
 impl EndpointStream {
     /// tower's `Discover` over this stream: `make_service` builds the service of each inserted
     /// endpoint (typically a client connecting to [`Instance::socket_addr`]); the key is the
-    /// socket address. Never fails (`Error = Infallible`); ends when this stream ends.
+    /// socket address. Never fails (`Error = Infallible`); ends when this stream ends, after a
+    /// removal of every endpoint still inserted (see the module docs).
     ///
     /// ```no_run
     /// # async fn demo(d: informer::discovery::ServiceDiscovery) {

@@ -179,9 +179,11 @@ struct Shared<T: Object> {
     /// each applied pop (see `versions.rs` for the fences that pair the two).
     version_waiters: std::sync::atomic::AtomicUsize,
     pop_applied: tokio::sync::Notify,
-    /// Bumped when the informer syncs and when a handler finishes its initial list: what the
-    /// sync waits ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the
-    /// controllers and service discovery) wake on, instead of polling.
+    /// Bumped when the informer syncs, when a handler finishes its initial list, and when the
+    /// reflector records a failure in its health: what the sync waits
+    /// ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the controllers and
+    /// service discovery, which also stops waiting for a list refused with 403) wake on, instead
+    /// of polling.
     progress: tokio::sync::watch::Sender<()>,
     /// Set (before `progress` is bumped) once the informer has synced: until then a handler that
     /// runs out of initial notifications leaves the waits to the informer's own bump, which
@@ -280,7 +282,9 @@ impl<T: Object + Clone> Informer<T> {
         let resource = api.resource().clone();
         let transform = dynamic::with_stamping(api.resource(), transform);
         let (fifo, consumer) = DeltaFifo::new(store.clone());
-        let mut reflector = Reflector::new(api, fifo.clone(), options);
+        let progress = tokio::sync::watch::Sender::new(());
+        let mut reflector =
+            Reflector::new(api, fifo.clone(), options).with_failure_signal(progress.clone());
         if let Some(t) = transform {
             reflector = reflector.with_transform(t);
         }
@@ -297,7 +301,7 @@ impl<T: Object + Clone> Informer<T> {
                 applied: AtomicU64::new(0),
                 version_waiters: std::sync::atomic::AtomicUsize::new(0),
                 pop_applied: tokio::sync::Notify::new(),
-                progress: tokio::sync::watch::Sender::new(()),
+                progress,
                 synced: Arc::new(AtomicBool::new(false)),
                 pool,
                 runtime: Arc::new(OnceLock::new()),
@@ -426,8 +430,9 @@ impl<T: Object + Clone> Informer<T> {
         self.until(|| self.handler_has_synced(id)).await
     }
 
-    /// Completes once `condition` holds; it is looked at again each time `progress` is bumped.
-    async fn until(&self, condition: impl Fn() -> bool) {
+    /// Completes once `condition` holds; it is looked at again each time `progress` is bumped
+    /// (a sync, a handler's initial list handed over, a failure recorded in the health).
+    pub(crate) async fn until(&self, condition: impl Fn() -> bool) {
         // Subscribed before the first look: a bump after it is seen by `changed`.
         let mut progress = self.shared.progress.subscribe();
         while !condition() {

@@ -38,6 +38,11 @@ pub struct Health {
     pub consecutive_failures: u32,
     /// The last failure, as a message.
     pub last_error: Option<String>,
+    /// The HTTP status code of the last failure, when the server answered one (403 for a list
+    /// that RBAC refuses, 404 for a resource the server does not serve); `None` when the last
+    /// failure got no answer (transport, timeout, decode) or nothing failed. Set with
+    /// [`last_error`](Self::last_error), so the two always describe the same failure.
+    pub last_error_code: Option<u16>,
     /// When the last watch event (bookmarks included) arrived.
     pub last_event: Option<Instant>,
     /// Completed lists (streaming or paginated), the first one included.
@@ -59,6 +64,7 @@ impl Default for Health {
             resource_version: String::new(),
             consecutive_failures: 0,
             last_error: None,
+            last_error_code: None,
             last_event: None,
             lists: 0,
             initial_list: None,

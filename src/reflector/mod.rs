@@ -297,6 +297,10 @@ pub struct Reflector<T> {
     /// The open streaming list has handed objects to the fifo: if it is given up, the list that
     /// follows is a consistent read (see `initial_event`).
     stream_delivered: bool,
+    /// Bumped after each failure is recorded in the health (the informer's progress signal, so
+    /// that a wait on a condition of the health, such as discovery's on a refused list, is woken
+    /// instead of polling).
+    failure_signal: Option<tokio::sync::watch::Sender<()>>,
 }
 
 /// How the next relist lists.
@@ -378,7 +382,14 @@ impl<T: Object + Clone> Reflector<T> {
             event_versions: EventVersions::InOrder,
             cut_retry: CutRetry::Available,
             stream_delivered: false,
+            failure_signal: None,
         }
+    }
+
+    /// Bumps `signal` after every failure recorded in the health.
+    pub(crate) fn with_failure_signal(mut self, signal: tokio::sync::watch::Sender<()>) -> Self {
+        self.failure_signal = Some(signal);
+        self
     }
 
     /// Applies `f` to every object once, before it is queued.
@@ -538,6 +549,11 @@ impl<T: Object + Clone> Reflector<T> {
             let mut h = self.health.lock().unwrap();
             h.consecutive_failures += 1;
             h.last_error = Some(e.to_string());
+            h.last_error_code = e.http_code();
+        }
+        if let Some(signal) = &self.failure_signal {
+            // After the health is written: a waiter woken by it reads this failure.
+            signal.send_replace(());
         }
         report(self.options.on_error.as_ref(), e);
     }

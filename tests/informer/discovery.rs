@@ -621,3 +621,135 @@ async fn watched_namespaces_are_bounded_and_a_subscribed_one_survives() {
     assert_eq!(addrs(&s), ["10.0.1.1:8080"], "{s:?}");
     assert!(d.metrics().watched_namespaces <= 2, "{:?}", d.metrics());
 }
+
+/// RBAC on EndpointSlices only (issue #46): listing Services answers 403. Discovery must not wait
+/// for them for ever: it syncs, serves from the slices alone (as with `watch_services: false`),
+/// and says so in its metrics with the server's message. Once Services are allowed, it computes
+/// every Service again with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_services_forbidden_discovery_serves_from_the_slices_alone_and_says_so() {
+    let sim = Simulator::start().await.unwrap();
+    sim.faults().forbid_reads_of("services", true);
+    sim.create("services", Some(NS), service("web")).unwrap();
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        slice("web", "web-a", &["10.0.0.1"]),
+    )
+    .unwrap();
+    // A Service without slices, and slices without a Service: only Services tell them apart.
+    sim.create("services", Some(NS), service("lonely")).unwrap();
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        slice("ghost", "ghost-a", &["10.0.9.9"]),
+    )
+    .unwrap();
+
+    let d = ServiceDiscovery::new(client(&sim), options());
+    assert!(
+        d.wait_for_sync(NS, Duration::from_secs(10)).await,
+        "not synced: {:?}",
+        d.metrics()
+    );
+    assert!(d.has_synced(NS));
+    let s = d.instances(NS, "web", "http");
+    assert_eq!(s.state, ServiceState::Ready);
+    assert_eq!(addrs(&s), ["10.0.0.1:8080"]);
+    // As with `watch_services: false`.
+    assert_eq!(
+        d.instances(NS, "lonely", "http").state,
+        ServiceState::ServiceAbsent
+    );
+    assert_eq!(d.instances(NS, "ghost", "http").state, ServiceState::Ready);
+    let m = d.metrics();
+    let message = m.services_forbidden.get(NS).expect("degraded namespace");
+    assert!(
+        message.contains(
+            "services is forbidden: User \"reader\" cannot list resource \"services\" in API group \"\" in the namespace \"default\""
+        ) || message.contains(
+            "services is forbidden: User \"reader\" cannot watch resource \"services\" in API group \"\" in the namespace \"default\""
+        ),
+        "{message}"
+    );
+    assert_eq!(m.services_forbidden.len(), 1, "{m:?}");
+
+    // Allowed again: the Service informer (still retrying) syncs, and every Service is computed
+    // with it, those that exist and those that do not.
+    let mut lonely = d.subscribe(NS, "lonely", "http");
+    let mut ghost = d.subscribe(NS, "ghost", "http");
+    lonely.changed().await.unwrap();
+    ghost.changed().await.unwrap();
+    sim.faults().forbid_reads_of("services", false);
+    let next = async |sub: &mut informer::discovery::Subscription| {
+        tokio::time::timeout(Duration::from_secs(10), sub.changed())
+            .await
+            .expect("recomputed once Services are allowed")
+            .unwrap()
+            .snapshot
+    };
+    assert_eq!(next(&mut lonely).await.state, ServiceState::NoEndpoints);
+    assert_eq!(next(&mut ghost).await.state, ServiceState::ServiceAbsent);
+    assert!(
+        d.metrics().services_forbidden.is_empty(),
+        "{:?}",
+        d.metrics()
+    );
+    sim.shutdown().await;
+}
+
+/// A server before 1.21 serves EndpointSlices as `discovery.k8s.io/v1beta1` only (issue #46): the
+/// default source must not 404 for ever. Discovery falls back to v1beta1, its endpoints'
+/// `topology` labels giving the zone and node, and the cache-miss path reads v1beta1 too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoint_slices_served_only_as_v1beta1_are_read_from_v1beta1() {
+    let sim = Simulator::builder()
+        .endpoint_slices_v1beta1(true)
+        .start()
+        .await
+        .unwrap();
+    sim.create("services", Some(NS), service("web")).unwrap();
+    sim.create(
+        "endpointslices",
+        Some(NS),
+        json!({
+            "metadata": {"name": "web-a", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": [
+                {"addresses": ["10.0.0.1"], "conditions": {"ready": true},
+                 "topology": {"kubernetes.io/hostname": "node-1", "topology.kubernetes.io/zone": "zone-a"}},
+                {"addresses": ["10.0.0.2"], "conditions": {"ready": true}}
+            ],
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+        }),
+    )
+    .unwrap();
+
+    // Before the informers synced, the cache-miss path reads v1beta1 (v1 answers 404).
+    let d = ServiceDiscovery::new(client(&sim), options());
+    let fetched = d.instances_or_fetch(NS, "web", "http").await.unwrap();
+    assert_eq!(addrs(&fetched), ["10.0.0.1:8080", "10.0.0.2:8080"]);
+
+    assert!(
+        d.wait_for_sync(NS, Duration::from_secs(10)).await,
+        "not synced"
+    );
+    let s = d.instances(NS, "web", "http");
+    assert_eq!(s.state, ServiceState::Ready);
+    assert_eq!(s.freshness, Freshness::Live);
+    assert_eq!(addrs(&s), ["10.0.0.1:8080", "10.0.0.2:8080"]);
+    assert_eq!(s.instances[0].zone.as_deref(), Some("zone-a"));
+    assert_eq!(s.instances[0].node.as_deref(), Some("node-1"));
+    assert_eq!(s.instances[1].zone, None);
+
+    // And follows it.
+    let mut sub = d.subscribe(NS, "web", "http");
+    sub.changed().await.unwrap();
+    sim.delete("endpointslices", Some(NS), "web-a").unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(10), sub.changed())
+        .await
+        .expect("the deletion is seen")
+        .unwrap();
+    assert_eq!(change.snapshot.state, ServiceState::NoEndpoints);
+    sim.shutdown().await;
+}

@@ -10,6 +10,7 @@ mod differential;
 #[macro_use]
 #[path = "../support/mod.rs"]
 mod support;
+mod discovery;
 mod leases;
 mod many_watches;
 mod operator;

@@ -279,17 +279,25 @@ impl Cache {
     }
 
     pub(crate) fn metrics(&self) -> DiscoveryMetrics {
+        let (watched_namespaces, services_forbidden) = {
+            let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
+            let forbidden = watches
+                .iter()
+                .filter_map(|(ns, w)| {
+                    let message = w.services_forbidden()?;
+                    Some((ns.clone().unwrap_or_default(), message.to_owned()))
+                })
+                .collect();
+            (watches.len(), forbidden)
+        };
         DiscoveryMetrics {
             tracked_ports: self
                 .cells
                 .read()
                 .unwrap_or_else(PoisonError::into_inner)
                 .len(),
-            watched_namespaces: self
-                .watches
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .len(),
+            watched_namespaces,
+            services_forbidden,
             // Relaxed: counters read for display; they publish no other memory.
             recomputes: self.recomputes.load(Ordering::Relaxed),
             published: self.published.load(Ordering::Relaxed),

@@ -63,6 +63,7 @@ impl Cache {
         let created = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             Watch::new(
                 &self.factory,
+                self.owns_factory,
                 &self.options,
                 key.as_deref(),
                 // Relaxed: only a unique, increasing number is needed (compared under this lock).
@@ -113,32 +114,44 @@ impl Cache {
                     notified.await;
                 }
             };
-            let (synced, evicted) = (pin!(w.synced()), pin!(evicted));
-            if let Either::Right(_) = select(synced, evicted).await {
+            let mut evicted = pin!(evicted);
+            if let Either::Right(_) = select(pin!(w.synced()), evicted.as_mut()).await {
                 return;
             }
-            let Some(cache) = me.upgrade() else { return };
+            let recompute_all = || {
+                let Some(cache) = me.upgrade() else { return };
+                let entries: Vec<Arc<ServiceEntry>> = {
+                    let services = cache
+                        .services
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    services
+                        .values()
+                        .filter(|e| key.is_none() || key.as_deref() == Some(e.namespace.as_str()))
+                        .cloned()
+                        .collect()
+                };
+                for e in entries {
+                    cache.recompute(&e);
+                }
+            };
             // Before the full computation: events handled from now on recompute themselves, and
             // the ones handled before are already in the stores the computation reads.
             // SeqCst: see `Watch::computing`.
             w.computing.store(true, Ordering::SeqCst);
-            let entries: Vec<Arc<ServiceEntry>> = {
-                let services = cache
-                    .services
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                services
-                    .values()
-                    .filter(|e| key.is_none() || key.as_deref() == Some(e.namespace.as_str()))
-                    .cloned()
-                    .collect()
-            };
-            for e in entries {
-                cache.recompute(&e);
-            }
+            recompute_all();
             // SeqCst: see `Watch::computed`.
             w.computed.store(true, Ordering::SeqCst);
             w.computed_notify.notify_waiters();
+            // Services were refused (403), so the namespace is served from its endpoint objects
+            // alone. Should the Service informer sync later (RBAC granted), every Service is
+            // computed again with it: its handler's adds reach only the Services that exist.
+            if w.services_refused.get().is_some()
+                && let Either::Left(_) =
+                    select(pin!(w.services_handler_synced()), evicted.as_mut()).await
+            {
+                recompute_all();
+            }
         });
         watch
     }

@@ -100,9 +100,12 @@ impl Cache {
         let (ns, name) = (entry.namespace.as_str(), entry.name.as_str());
         // An `Arc`, not a `Ref`: the merge below runs over every cell, and a `Ref` held that long
         // would keep whatever its shard drops meanwhile (see `store::Ref`).
+        // Not before the Service informer synced: refused (403), its empty store would make
+        // every Service absent; the endpoint objects alone say then (see `Watch`).
         let service = watch
             .services
             .as_ref()
+            .filter(|_| watch.services_synced())
             .map(|i| i.store().get(ns, name).map(|s| Ref::to_arc(&s)));
         let source = self.read_source(watch, ns, name);
         let pods = watch.pods.as_ref().map(|p| p.store().clone());
@@ -158,7 +161,7 @@ impl Cache {
             let endpoints = inf.store().get(ns, name);
             return Source::Endpoints(endpoints.map(|e| Ref::to_arc(&e)));
         }
-        let Some(inf) = &watch.slices else {
+        let Some(inf) = watch.slice_informer() else {
             return Source::Slices(Vec::new());
         };
         let slices = inf
