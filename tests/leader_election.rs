@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use informer::leaderelection::{
     FencingToken, LeaderElectionConfig, LeaderElector, LeadershipEvent, parse_micro_time,
@@ -219,6 +219,13 @@ fn lease(sim: &Simulator, name: &str) -> Value {
     sim.get("leases", Some(NS), name).unwrap()
 }
 
+/// A wall clock for [`LeaderElector::wall_clock`] that moves with the (paused) runtime clock,
+/// from the real time when it was made.
+fn runtime_wall_clock() -> impl Fn() -> SystemTime + Send + Sync + 'static {
+    let (base, anchor) = (SystemTime::now(), Instant::now());
+    move || base + anchor.elapsed()
+}
+
 #[tokio::test(start_paused = true)]
 async fn two_electors_one_leads_a_crashed_leader_is_replaced_within_lease_duration_plus_retry() {
     let sim = Simulator::start().await.unwrap();
@@ -257,6 +264,7 @@ async fn two_electors_one_leads_a_crashed_leader_is_replaced_within_lease_durati
 async fn a_released_lease_is_taken_within_retry_period_and_fields_are_client_gos() {
     let sim = Simulator::start().await.unwrap();
     let log: Log = Arc::default();
+    // renewTime is the wall clock at each write; this one moves with the paused clock.
     let mut a_elector = LeaderElector::new(
         client(sim.url()),
         NS,
@@ -264,7 +272,8 @@ async fn a_released_lease_is_taken_within_retry_period_and_fields_are_client_gos
         "a",
         LeaderElectionConfig::default(),
     )
-    .unwrap();
+    .unwrap()
+    .wall_clock(runtime_wall_clock());
     let mut a_events = a_elector.events();
     record("a", a_elector.fence(), &log);
     let a_fence = a_elector.fence();
@@ -615,6 +624,65 @@ async fn a_fenced_controller_reconciles_only_while_leading_and_a_cut_off_leader_
     assert!(b_start.0 - cut <= Duration::from_secs(17), "{work:#?}");
     a.abort();
     b.abort();
+}
+
+/// `acquireTime` and `renewTime` are the wall clock read at each write, as client-go writes them:
+/// after the clock is stepped (NTP, a VM pause, a suspend), the next renewal writes the stepped
+/// time, on which readers comparing `renewTime` with their own clock (the timebertt sharder)
+/// rely. Before, they were the wall clock read once at start plus the monotonic time since. (#46)
+#[tokio::test(start_paused = true)]
+async fn renew_time_is_the_wall_clock_at_each_write_even_after_it_is_stepped() {
+    let sim = Simulator::start().await.unwrap();
+    let wall = Arc::new(Mutex::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000),
+    ));
+    let read = wall.clone();
+    let elector = LeaderElector::new(
+        client(sim.url()),
+        NS,
+        "stepped",
+        "a",
+        LeaderElectionConfig::default(),
+    )
+    .unwrap()
+    .wall_clock(move || *read.lock().unwrap());
+    let fence = elector.fence();
+    let task = tokio::spawn(elector.run(std::future::pending()));
+    until(Duration::from_secs(1), "a leads", || {
+        fence.borrow().is_some()
+    })
+    .await;
+    let written = |field: &str| {
+        parse_micro_time(lease(&sim, "stepped")["spec"][field].as_str().unwrap()).unwrap()
+    };
+    let acquired = *wall.lock().unwrap();
+    assert_eq!(written("acquireTime"), acquired);
+
+    let hour = Duration::from_secs(3600);
+    // Forward, back past the first write, forward by a day.
+    for stepped in [acquired + hour, acquired - hour, acquired + 25 * hour] {
+        *wall.lock().unwrap() = stepped;
+        sleep(Duration::from_secs(3)).await; // a renewal or two (RetryPeriod 2 s)
+        // The clock stands still between steps: a second renewal adds a microsecond.
+        let renewed = written("renewTime");
+        let after = renewed
+            .duration_since(stepped)
+            .unwrap_or_else(|_| panic!("renewTime {renewed:?} before the clock {stepped:?}"));
+        assert!(
+            after < Duration::from_millis(1),
+            "renewTime {renewed:?}, the clock {stepped:?}"
+        );
+    }
+    assert_eq!(
+        written("acquireTime"),
+        acquired,
+        "renewals keep acquireTime"
+    );
+    assert!(
+        fence.borrow().is_some(),
+        "a stepped wall clock does not affect leading"
+    );
+    task.abort();
 }
 
 /// An elector dropped while leading (its task aborted, as a crash of the task would) closes its

@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::lease::{LeaseLock, LeaseSpec, StoredLease, WallClock};
+use super::lease::{LeaseLock, LeaseSpec, MicroTimes, StoredLease, WallClock};
 use super::{FencingToken, LeaderElectionConfig, LeadershipEvent};
 use crate::client::Client;
 use crate::error::Result;
@@ -47,6 +47,7 @@ pub struct LeaderElector {
     events: mpsc::UnboundedSender<LeadershipEvent>,
     events_rx: Option<mpsc::UnboundedReceiver<LeadershipEvent>>,
     rng: Rng,
+    wall_clock: WallClock,
 }
 
 /// What the loop knows between attempts.
@@ -59,7 +60,8 @@ struct Election {
     leading: Option<(Instant, FencingToken)>,
     /// The holder last reported as new leader.
     reported_leader: Option<String>,
-    clock: WallClock,
+    /// The times written into the Lease.
+    clock: MicroTimes,
 }
 
 impl LeaderElector {
@@ -97,6 +99,7 @@ impl LeaderElector {
             events,
             events_rx: Some(events_rx),
             rng: Rng::with_seed(seed.u64()),
+            wall_clock: WallClock::default(),
         })
     }
 
@@ -125,6 +128,24 @@ impl LeaderElector {
     /// ```
     pub fn jitter_seed(mut self, seed: u64) -> Self {
         self.rng = Rng::with_seed(seed);
+        self
+    }
+
+    /// The wall clock written into the Lease's `acquireTime` and `renewTime`, read at each write;
+    /// `SystemTime::now` unless set (tests set one they can step). Only readers of those fields
+    /// use it (the timebertt sharder compares `renewTime` with its own clock): expiry is judged
+    /// on the runtime's monotonic clock, from when a change of the Lease was first seen.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// use std::time::{Duration, SystemTime};
+    /// let elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default())
+    ///     .unwrap()
+    ///     .wall_clock(|| SystemTime::now() + Duration::from_secs(3600));
+    /// ```
+    pub fn wall_clock(mut self, now: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.wall_clock = WallClock::new(now);
         self
     }
 
@@ -187,7 +208,7 @@ impl LeaderElector {
             observed_at: Instant::now(),
             leading: None,
             reported_leader: None,
-            clock: WallClock::new(),
+            clock: MicroTimes::new(self.wall_clock.clone()),
         };
         let mut next_attempt = Instant::now();
         // client-go's gauge: 0 until this elector leads.

@@ -12,11 +12,13 @@
 //! * Every attempt reads the Lease (the leader first tries to update what it wrote last time).
 //!   A Lease held by someone else is **valid** until LeaseDuration (its `leaseDurationSeconds`)
 //!   after this replica first saw its spec as it is now: validity is judged on the local clock
-//!   from the last observed change, never from the `renewTime` written in it, so clocks of
-//!   different machines need not agree.
+//!   from the last observed change, never from the `renewTime` written in it, so the electors'
+//!   clocks need not agree (readers that compare `renewTime` with their own clock are another
+//!   matter: see *Wall-clock offsets* below).
 //! * A missing Lease is created; an expired or released one (empty holder) is taken over: holder
 //!   set, `acquireTime` = now, `leaseTransitions` + 1. A renewal keeps both and writes
-//!   `renewTime`.
+//!   `renewTime`. "Now" is the wall clock (`SystemTime::now`) read at each write, as in
+//!   client-go.
 //! * The leader renews every RetryPeriod. Followers retry every RetryPeriod less up to a fifth at
 //!   random (client-go draws *above* it, up to 2.2 × RetryPeriod; drawn below, a released Lease
 //!   is taken within RetryPeriod), and also exactly when the observed Lease expires, so a crashed
@@ -41,8 +43,20 @@
 //! than a follower's by a factor *r* (the leader sees RenewDeadline pass while the follower sees
 //! *r* × RenewDeadline), the fence still closes first as long as *r* × RenewDeadline <
 //! LeaseDuration: with the defaults, clock rates may differ by up to 50 %. (Clock *offsets* do
-//! not matter at all.) Less than that margin remains for a cancelled reconcile to reach its
-//! next `.await`, where it is dropped: a reconcile that blocks a thread is not stopped.
+//! not matter to the election: no elector reads the times written in the Lease.) Less than that
+//! margin remains for a cancelled reconcile to reach its next `.await`, where it is dropped: a
+//! reconcile that blocks a thread is not stopped.
+//!
+//! **Wall-clock offsets.** They matter to whoever compares `renewTime` with its own clock, as
+//! the timebertt sharder does with a [shard](crate::sharding)'s Lease: it reads the shard as
+//! ready until `renewTime` + `leaseDurationSeconds` on its own clock and, once `renewTime` +
+//! 2 × `leaseDurationSeconds` has passed, takes the Lease over and moves the shard's objects to
+//! other shards. A shard whose wall clock is behind the sharder's by more than about
+//! 2 × LeaseDuration − RetryPeriod (28 s with the defaults) so loses its objects while it still
+//! renews and works on them (its fence closes at its next renewal, which finds the Lease taken,
+//! up to RetryPeriod later); a clock ahead delays the detection of a dead shard by as much. Keep
+//! the machines' clocks synchronised (NTP) well within that. A step of the clock (NTP, a paused
+//! VM, a suspend) shows in the next renewal, as the wall clock is read at each write.
 //!
 //! **What it cannot guarantee.** Kubernetes has no fencing on other objects: a write the old
 //! leader sent before its fence closed can still reach the apiserver after the new leader has

@@ -12,7 +12,9 @@
 //!    on every update (the sharder writes `alpha.sharding.timebertt.dev/state` there), and
 //!    released (empty holder) on shutdown. [`Shard`] runs a [`LeaderElector`] on that Lease:
 //!    while its fence is open, the sharder reads the shard as ready (`renewTime` + duration in
-//!    the future);
+//!    the future on the sharder's clock: `renewTime` is the shard's wall clock at each renewal,
+//!    so the two clocks must agree within about 2 × LeaseDuration − RetryPeriod, see
+//!    [leader election](crate::leaderelection));
 //!    when a renewal has failed for RenewDeadline the fence closes and the workers stop, before
 //!    the Lease expires and the sharder moves the objects;
 //! 2. **watch only its objects**: informers with the label selector
