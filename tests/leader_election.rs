@@ -685,6 +685,48 @@ async fn renew_time_is_the_wall_clock_at_each_write_even_after_it_is_stepped() {
     task.abort();
 }
 
+/// A release whose update meets a conflict (someone else wrote the Lease since the last renewal,
+/// here a label) reads the Lease again and, as this elector still holds it, releases it with the
+/// fresh resourceVersion. Before, the Lease stayed held until it expired: a failover after
+/// LeaseDuration + RetryPeriod instead of RetryPeriod. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_release_that_meets_a_conflict_reads_the_lease_again_and_releases_it() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "conflict", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    sleep(Duration::from_millis(500)).await; // between two renewals
+    let label = serde_json::json!({"metadata": {"labels": {"team": "web"}}});
+    sim.patch("leases", Some(NS), "conflict", &label).unwrap();
+    a.release().await;
+    let released = lease(&sim, "conflict");
+    assert_eq!(released["spec"]["holderIdentity"], "", "{released}");
+    assert_eq!(released["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(released["spec"]["leaseTransitions"], 0);
+    assert_eq!(
+        released["metadata"]["labels"]["team"], "web",
+        "the other write is kept"
+    );
+}
+
+/// A release that finds the Lease held by someone else since (its update a conflict) leaves it
+/// alone. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_release_leaves_a_lease_another_holder_took_meanwhile() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "taken", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    sleep(Duration::from_millis(500)).await;
+    let taken = serde_json::json!({"spec": {"holderIdentity": "b", "leaseTransitions": 1}});
+    sim.patch("leases", Some(NS), "taken", &taken).unwrap();
+    a.release().await;
+    let after = lease(&sim, "taken");
+    assert_eq!(after["spec"]["holderIdentity"], "b", "{after}");
+    assert_eq!(after["spec"]["leaseDurationSeconds"], 15);
+    assert_eq!(after["spec"]["leaseTransitions"], 1);
+}
+
 /// An elector dropped while leading (its task aborted, as a crash of the task would) closes its
 /// fence: the fence reads `None`, not the last token the closed channel keeps. (#46)
 #[tokio::test(start_paused = true)]

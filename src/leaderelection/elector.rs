@@ -19,6 +19,10 @@ use crate::rng::Rng;
 /// other way, up to 2.2 × RetryPeriod; drawn below, a released Lease is taken within RetryPeriod).
 const JITTER: f64 = 0.2;
 
+/// How many writes a release tries when each meets a conflict with a Lease this elector still
+/// holds (each conflict is another writer's update, a label say, between a read and a write).
+const RELEASE_ATTEMPTS: u32 = 3;
+
 /// Runs leader election for one identity on one Lease.
 ///
 /// See the [module documentation](super) for the protocol and what the fence guarantees.
@@ -424,7 +428,9 @@ impl LeaderElector {
     }
 
     /// client-go's `release`: if this elector holds the Lease, write an empty holder with a one
-    /// second duration (transitions unchanged), with the resourceVersion last seen.
+    /// second duration (transitions unchanged), with the resourceVersion last seen; on a conflict
+    /// (someone wrote the Lease since, a label say) read it again and release it with the fresh
+    /// resourceVersion if this elector still holds it (see [`write_release`](Self::write_release)).
     async fn release(&mut self, election: &mut Election) {
         self.stop_leading(election);
         let Some(observed) = election.observed.clone() else {
@@ -433,17 +439,9 @@ impl LeaderElector {
         if observed.spec.holder() != self.identity {
             return;
         }
-        let now = election.clock.now_micro_time();
-        let record = LeaseSpec {
-            holder_identity: Some(String::new()),
-            lease_duration_seconds: Some(1),
-            acquire_time: Some(now.clone()),
-            renew_time: Some(now),
-            lease_transitions: observed.spec.lease_transitions,
-        };
-        let write = self.lock.update(&observed, &record, &self.labels);
+        let write = self.write_release(&mut election.clock, observed);
         match tokio::time::timeout(self.config.renew_deadline, write).await {
-            Ok(Ok(written)) => {
+            Ok(Ok(Some(written))) => {
                 tracing::info!(
                     lease = %self.lock.describe(),
                     identity = %self.identity,
@@ -452,6 +450,11 @@ impl LeaderElector {
                 Self::observe(election, written, Instant::now());
                 self.report_leader(election);
             }
+            Ok(Ok(None)) => tracing::info!(
+                lease = %self.lock.describe(),
+                identity = %self.identity,
+                "not releasing the lease: it is no longer held by this elector"
+            ),
             Ok(Err(error)) => tracing::warn!(
                 lease = %self.lock.describe(),
                 identity = %self.identity,
@@ -463,6 +466,40 @@ impl LeaderElector {
                 identity = %self.identity,
                 "releasing the lease timed out; it expires by itself"
             ),
+        }
+    }
+
+    /// Writes the release onto `base`. A conflict means the Lease changed since `base` was read:
+    /// it is read again and, if this elector still holds it, released with the fresh
+    /// resourceVersion (at most [`RELEASE_ATTEMPTS`] writes). `None`: the Lease is gone or held
+    /// by someone else, and is left alone.
+    async fn write_release(
+        &self,
+        clock: &mut MicroTimes,
+        mut base: StoredLease,
+    ) -> Result<Option<StoredLease>> {
+        let mut attempts = 1;
+        loop {
+            let now = clock.now_micro_time();
+            let record = LeaseSpec {
+                holder_identity: Some(String::new()),
+                lease_duration_seconds: Some(1),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: base.spec.lease_transitions,
+            };
+            match self.lock.update(&base, &record, &self.labels).await {
+                Ok(written) => return Ok(Some(written)),
+                Err(error) if error.is_conflict() && attempts < RELEASE_ATTEMPTS => {
+                    tracing::debug!(%error, "releasing the lease met a conflict; reading it again");
+                    match self.lock.get().await? {
+                        Some(current) if current.spec.holder() == self.identity => base = current,
+                        _ => return Ok(None),
+                    }
+                    attempts += 1;
+                }
+                Err(error) => return Err(error),
+            }
         }
     }
 }

@@ -24,7 +24,9 @@
 //!   is taken within RetryPeriod), and also exactly when the observed Lease expires, so a crashed
 //!   leader is replaced within LeaseDuration + RetryPeriod of its last renewal.
 //! * On shutdown ([`LeaderElector::run`]'s future completing) the holder releases: empty holder,
-//!   `leaseDurationSeconds: 1`, transitions unchanged.
+//!   `leaseDurationSeconds: 1`, transitions unchanged. A release that meets a conflict (another
+//!   writer's update since the last renewal, a label say) reads the Lease again and releases it
+//!   if it is still this elector's (client-go gives up, and the Lease then has to expire).
 //! * Defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s, and
 //!   LeaseDuration > RenewDeadline > 1.2 × RetryPeriod is enforced.
 //!
