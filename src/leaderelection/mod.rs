@@ -28,7 +28,8 @@
 //!   writer's update since the last renewal, a label say) reads the Lease again and releases it
 //!   if it is still this elector's (client-go gives up, and the Lease then has to expire).
 //! * Defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s, and
-//!   LeaseDuration > RenewDeadline > 1.2 × RetryPeriod is enforced.
+//!   LeaseDuration > RenewDeadline > 1.2 × RetryPeriod is enforced, with LeaseDuration in whole
+//!   seconds (what `leaseDurationSeconds` can say; client-go truncates it).
 //!
 //! # The fence
 //!
@@ -123,8 +124,9 @@ const JITTER_FACTOR: f64 = 1.2;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaderElectionConfig {
-    /// How long followers wait, from the last change they saw, before taking the Lease over
-    /// (written as `leaseDurationSeconds`, whole seconds). Default 15 s.
+    /// How long followers wait, from the last change they saw, before taking the Lease over.
+    /// A whole number of seconds: it is written as `leaseDurationSeconds`, and
+    /// [`validate`](Self::validate) refuses a fraction rather than truncate it. Default 15 s.
     pub lease_duration: Duration,
     /// How long the leader goes on without a successful renewal before it stops leading (its
     /// fence closes). Default 10 s.
@@ -145,7 +147,11 @@ impl Default for LeaderElectionConfig {
 
 impl LeaderElectionConfig {
     /// Checks client-go's rules: LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, and
-    /// LeaseDuration at least one whole second.
+    /// LeaseDuration at least one second. Unlike client-go, which truncates LeaseDuration to the
+    /// whole seconds it writes but checks the untruncated value (10.5 s passes against a
+    /// RenewDeadline of 10 s, and followers wait 10 s), a LeaseDuration that is not a whole number
+    /// of seconds (or does not fit `leaseDurationSeconds`, an `int32`) is refused: the duration
+    /// checked is the one written.
     ///
     /// ```
     /// use std::time::Duration;
@@ -164,6 +170,16 @@ impl LeaderElectionConfig {
         }
         if self.lease_duration.as_secs() == 0 {
             return fail("leaseDuration must be at least one second");
+        }
+        if self.lease_duration.subsec_nanos() != 0 {
+            return fail(&format!(
+                "leaseDuration must be a whole number of seconds (it is written as \
+                 leaseDurationSeconds), not {:?}",
+                self.lease_duration
+            ));
+        }
+        if i32::try_from(self.lease_duration.as_secs()).is_err() {
+            return fail("leaseDuration does not fit leaseDurationSeconds (an int32)");
         }
         if self.lease_duration <= self.renew_deadline {
             return fail("leaseDuration must be greater than renewDeadline");
@@ -223,4 +239,38 @@ pub enum LeadershipEvent {
         /// The Lease's `leaseTransitions` as observed with it.
         transitions: i32,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LeaderElectionConfig;
+    use std::time::Duration;
+
+    /// The followers wait `leaseDurationSeconds`, whole seconds: a LeaseDuration of 10.9 s or
+    /// 10.5 s would be written as 10 s, no more than a RenewDeadline of 10 s (two leaders for up
+    /// to the difference), yet passed validation on the untruncated value. (#46)
+    #[test]
+    fn a_lease_duration_that_is_not_whole_seconds_is_refused() {
+        for millis in [10_900, 10_500, 15_001] {
+            let config = LeaderElectionConfig {
+                lease_duration: Duration::from_millis(millis),
+                ..LeaderElectionConfig::default()
+            };
+            let error = config
+                .validate()
+                .expect_err(&format!("{millis} ms"))
+                .to_string();
+            assert!(error.contains("whole number of seconds"), "{error}");
+        }
+        let written_as_negative = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(1 << 31),
+            ..LeaderElectionConfig::default()
+        };
+        assert!(written_as_negative.validate().is_err());
+        let whole = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(11),
+            ..LeaderElectionConfig::default()
+        };
+        assert!(whole.validate().is_ok());
+    }
 }
