@@ -727,6 +727,89 @@ async fn a_release_leaves_a_lease_another_holder_took_meanwhile() {
     assert_eq!(after["spec"]["leaseTransitions"], 1);
 }
 
+/// The fence's token, if open.
+fn token(running: &Running) -> Option<FencingToken> {
+    running.fence.borrow().clone()
+}
+
+/// A leader whose Lease was deleted finds it gone at its next renewal and closes its fence (it
+/// leads no more); whoever creates it again counts `leaseTransitions` on from the deleted
+/// Lease's, so the newer leadership has the larger token. Before, the leader created it again
+/// with `leaseTransitions: 0` and kept its fence open with the old token. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_deleted_lease_closes_the_leaders_fence_and_comes_back_with_more_transitions() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "deleted", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    let b = start(sim.url(), "deleted", "b", 2, &log);
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(token(&a).unwrap().transitions, 0);
+
+    sim.delete("leases", Some(NS), "deleted").unwrap();
+    let closed = until(Duration::from_secs(5), "a's fence closes", || !a.leads()).await;
+    assert!(closed <= Duration::from_secs(2), "closed {closed:?} after");
+    until(Duration::from_secs(20), "someone leads again", || {
+        a.leads() || b.leads()
+    })
+    .await;
+    let again = lease(&sim, "deleted");
+    let leader = token(&a).or_else(|| token(&b)).unwrap();
+    assert_eq!(again["spec"]["holderIdentity"], leader.holder.as_str());
+    assert_eq!(again["spec"]["leaseTransitions"], 1, "{again}");
+    assert_eq!(leader.transitions, 1);
+    assert_eq!(assert_one_leader_at_a_time(&log, "deleted"), 2);
+}
+
+/// A follower that finds the Lease deleted does not create it at once: the leader, cut off, may
+/// still have its fence open (for RenewDeadline after its last renewal), so the deletion counts
+/// as a change observed then, and the Lease is created LeaseDuration later. Before, the follower
+/// created it at its next attempt and both fences were open. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_follower_does_not_lead_on_a_deleted_lease_while_the_old_leaders_fence_may_be_open() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let relay = Relay::start(sim.addr()).await;
+    let a = start(&relay.url(), "deleted-cut", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    let b = start(sim.url(), "deleted-cut", "b", 2, &log);
+    sleep(Duration::from_secs(5)).await;
+
+    relay.set(Link::Blackhole);
+    sim.delete("leases", Some(NS), "deleted-cut").unwrap();
+    let deleted = Instant::now();
+    until(Duration::from_secs(30), "b leads", || b.leads()).await;
+    assert!(!a.leads());
+    assert!(
+        deleted.elapsed() >= Duration::from_secs(15),
+        "b led {:?} after the deletion",
+        deleted.elapsed()
+    );
+    let again = lease(&sim, "deleted-cut");
+    assert_eq!(again["spec"]["holderIdentity"], "b");
+    assert_eq!(again["spec"]["leaseTransitions"], 1, "{again}");
+    assert_eq!(assert_one_leader_at_a_time(&log, "deleted-cut"), 2);
+}
+
+/// A leader that finds its Lease emptied under it (an empty holder written by someone else) takes
+/// it again with `leaseTransitions` + 1, and its fence carries the new token. Before, the fence
+/// kept the old one, fewer transitions than the Lease said. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_takes_its_lease_again_opens_its_fence_with_the_new_token() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "emptied", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    sleep(Duration::from_millis(500)).await;
+    let emptied = serde_json::json!({"spec": {"holderIdentity": ""}});
+    sim.patch("leases", Some(NS), "emptied", &emptied).unwrap();
+    sleep(Duration::from_secs(3)).await; // the next renewal
+    let again = lease(&sim, "emptied");
+    assert_eq!(again["spec"]["holderIdentity"], "a");
+    assert_eq!(again["spec"]["leaseTransitions"], 1);
+    assert_eq!(token(&a).map(|t| t.transitions), Some(1));
+}
+
 /// An elector dropped while leading (its task aborted, as a crash of the task would) closes its
 /// fence: the fence reads `None`, not the last token the closed channel keeps. (#46)
 #[tokio::test(start_paused = true)]

@@ -56,9 +56,12 @@ pub struct LeaderElector {
 
 /// What the loop knows between attempts.
 struct Election {
-    /// The Lease as last read or written, and when its spec was first seen as it is.
+    /// The Lease as last read or written, and when its spec was first seen as it is (or, once
+    /// `gone`, when it was first found missing).
     observed: Option<StoredLease>,
     observed_at: Instant,
+    /// The last read found no Lease (deleted): `observed` is the Lease as it was before.
+    gone: bool,
     /// While leading: when the fence closes (send time of the last successful write plus
     /// RenewDeadline) and the token it carries.
     leading: Option<(Instant, FencingToken)>,
@@ -210,6 +213,7 @@ impl LeaderElector {
         let mut election = Election {
             observed: None,
             observed_at: Instant::now(),
+            gone: false,
             leading: None,
             reported_leader: None,
             clock: MicroTimes::new(self.wall_clock.clone()),
@@ -252,7 +256,16 @@ impl LeaderElector {
             match outcome {
                 Outcome::Leading(token) => {
                     let fence_until = sent + self.config.renew_deadline;
-                    let newly = election.leading.is_none();
+                    // Another token while leading (the Lease was emptied under this elector and
+                    // taken again) is another leadership: the fence closes and opens with it.
+                    let newly = match &election.leading {
+                        None => true,
+                        Some((_, leading)) if *leading != token => {
+                            self.stop_leading(&mut election);
+                            true
+                        }
+                        Some(_) => false,
+                    };
                     election.leading = Some((fence_until, token.clone()));
                     if newly {
                         tracing::info!(
@@ -281,6 +294,15 @@ impl LeaderElector {
                     }
                     self.stop_leading(&mut election);
                     next_attempt = self.follower_retry().min(expires);
+                }
+                Outcome::Gone => {
+                    tracing::warn!(
+                        lease = %self.lock.describe(),
+                        identity = %self.identity,
+                        "lost the lease: it was deleted; fence closed"
+                    );
+                    self.stop_leading(&mut election);
+                    next_attempt = self.follower_retry();
                 }
                 Outcome::Failed => {
                     if let Some((fence_until, _)) = &election.leading {
@@ -333,14 +355,25 @@ impl LeaderElector {
 
     /// Records `lease` as observed; its spec's first sighting starts the expiry clock.
     fn observe(election: &mut Election, lease: StoredLease, now: Instant) {
-        let changed = election
-            .observed
-            .as_ref()
-            .is_none_or(|o| o.spec != lease.spec);
+        let changed = election.gone
+            || election
+                .observed
+                .as_ref()
+                .is_none_or(|o| o.spec != lease.spec);
         if changed {
             election.observed_at = now;
         }
         election.observed = Some(lease);
+        election.gone = false;
+    }
+
+    /// Records that the Lease is missing; its first sighting is a change like any other and
+    /// starts the expiry clock of the Lease as it was last seen.
+    fn observe_gone(election: &mut Election, now: Instant) {
+        if !election.gone {
+            election.gone = true;
+            election.observed_at = now;
+        }
     }
 
     fn lease_valid(election: &Election, now: Instant) -> Option<Instant> {
@@ -363,7 +396,7 @@ impl LeaderElector {
         };
 
         // 1. The leader's fast path: update what it wrote last time.
-        if let Some(observed) = election.observed.clone() {
+        if let Some(observed) = election.observed.clone().filter(|_| !election.gone) {
             if ours(observed.spec.holder()) && Self::lease_valid(election, now).is_some() {
                 record.acquire_time = observed.spec.acquire_time.clone();
                 record.lease_transitions = observed.spec.lease_transitions;
@@ -377,6 +410,31 @@ impl LeaderElector {
         let current = match self.lock.get().await {
             Ok(Some(current)) => current,
             Ok(None) => {
+                // Deleted (or never created). A leader leads no more: it closes its fence and
+                // may create the Lease again at its next attempt, as anyone may.
+                Self::observe_gone(election, Instant::now());
+                if election.leading.is_some() {
+                    return Outcome::Gone;
+                }
+                // Held by someone else when last seen: that holder may not know yet (a leader
+                // cut off from the server keeps its fence open for RenewDeadline after its last
+                // renewal), so wait LeaseDuration from the first sighting of the deletion.
+                if let Some(observed) = &election.observed {
+                    let holder = observed.spec.holder();
+                    if !holder.is_empty() && !ours(holder) {
+                        if let Some(expires) = Self::lease_valid(election, now) {
+                            return Outcome::HeldByOther { expires };
+                        }
+                    }
+                }
+                // Count transitions on from the Lease last seen, so that the new leadership's
+                // token is larger than the old one's (client-go starts again at 0).
+                record.lease_transitions = Some(
+                    election
+                        .observed
+                        .as_ref()
+                        .map_or(0, |o| o.spec.lease_transitions.unwrap_or(0) + 1),
+                );
                 return match self.lock.create(&record, &self.labels).await {
                     Ok(written) => self.wrote(election, written, now),
                     Err(error) => {
@@ -436,7 +494,7 @@ impl LeaderElector {
         let Some(observed) = election.observed.clone() else {
             return;
         };
-        if observed.spec.holder() != self.identity {
+        if election.gone || observed.spec.holder() != self.identity {
             return;
         }
         let write = self.write_release(&mut election.clock, observed);
@@ -517,8 +575,11 @@ impl Drop for LeaderElector {
 enum Outcome {
     /// This elector wrote the Lease as its holder.
     Leading(FencingToken),
-    /// Another holder's Lease is valid until `expires` (local clock).
+    /// Another holder's Lease is valid until `expires` (local clock); or, deleted, was last seen
+    /// held by another less than its LeaseDuration before it was found missing.
     HeldByOther { expires: Instant },
+    /// The Lease this elector led on was found deleted.
+    Gone,
     /// The server could not be reached, refused, or another candidate won the race.
     Failed,
 }

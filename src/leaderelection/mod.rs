@@ -16,7 +16,13 @@
 //!   clocks need not agree (readers that compare `renewTime` with their own clock are another
 //!   matter: see *Wall-clock offsets* below).
 //! * A missing Lease is created; an expired or released one (empty holder) is taken over: holder
-//!   set, `acquireTime` = now, `leaseTransitions` + 1. A renewal keeps both and writes
+//!   set, `acquireTime` = now, `leaseTransitions` + 1.
+//! * A Lease found **deleted** is a change like any other. A leader that finds its Lease gone
+//!   stops leading (its fence closes) and, like anyone, may create it again at its next attempt.
+//!   One last seen held by another is created only LeaseDuration after the deletion was first
+//!   seen (its holder, cut off from the server, may keep its fence open for RenewDeadline). Its
+//!   `leaseTransitions` count on from the Lease last seen (+ 1), where client-go starts again at
+//!   0; only a replica that never saw the Lease creates it with 0. A renewal keeps both and writes
 //!   `renewTime`. "Now" is the wall clock (`SystemTime::now`) read at each write, as in
 //!   client-go.
 //! * The leader renews every RetryPeriod. Followers retry every RetryPeriod less up to a fifth at
@@ -194,7 +200,9 @@ impl LeaderElectionConfig {
 /// What a reconcile run under the fence receives: who leads and since which takeover.
 ///
 /// `transitions` (the Lease's `leaseTransitions`) grows with every change of holder, so of two
-/// tokens the one with more transitions is the newer leadership.
+/// tokens the one with more transitions is the newer leadership. That holds across a deletion of
+/// the Lease as long as whoever creates it again had seen it (it counts on from the count it
+/// saw); a replica started after the deletion, which never saw it, creates it with 0.
 ///
 /// ```
 /// use informer::leaderelection::FencingToken;
