@@ -810,6 +810,54 @@ async fn a_leader_that_takes_its_lease_again_opens_its_fence_with_the_new_token(
     assert_eq!(token(&a).map(|t| t.transitions), Some(1));
 }
 
+/// A stream of events that is taken but not read holds at most `EVENTS_CAPACITY` (64) of them (later ones are
+/// dropped, with a warning); the election goes on. Before, it grew without bound. (#46)
+#[tokio::test(start_paused = true)]
+async fn events_nobody_reads_are_bounded() {
+    let sim = Simulator::start().await.unwrap();
+    let held = |holder: &str| {
+        serde_json::json!({"metadata": {"name": "flapping"},
+                           "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    sim.create("leases", Some(NS), held("x0")).unwrap();
+    let mut elector = LeaderElector::new(
+        client(sim.url()),
+        NS,
+        "flapping",
+        "a",
+        LeaderElectionConfig::default(),
+    )
+    .unwrap();
+    let mut events = elector.events();
+    let task = tokio::spawn(elector.run(std::future::pending()));
+    // A new holder every 2.5 s, each seen by the follower's next attempt: 100 events.
+    for i in 1..=100 {
+        sleep(Duration::from_millis(2500)).await;
+        let patch = serde_json::json!({"spec": {"holderIdentity": format!("x{i}")}});
+        sim.patch("leases", Some(NS), "flapping", &patch).unwrap();
+    }
+    sleep(Duration::from_millis(2500)).await;
+    let mut kept = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        kept.push(event);
+    }
+    assert_eq!(
+        kept.len(),
+        LeaderElector::EVENTS_CAPACITY,
+        "{} kept",
+        kept.len()
+    );
+    assert_eq!(
+        kept[0],
+        LeadershipEvent::NewLeader {
+            holder: "x0".into(),
+            transitions: 0
+        }
+    );
+    assert!(!task.is_finished(), "the election goes on");
+    task.abort();
+}
+
 /// An elector dropped while leading (its task aborted, as a crash of the task would) closes its
 /// fence: the fence reads `None`, not the last token the closed channel keeps. (#46)
 #[tokio::test(start_paused = true)]

@@ -6,6 +6,7 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::{Duration, SystemTime};
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep_until};
 
@@ -48,8 +49,8 @@ pub struct LeaderElector {
     config: LeaderElectionConfig,
     labels: BTreeMap<String, String>,
     fence: watch::Sender<Option<FencingToken>>,
-    events: mpsc::UnboundedSender<LeadershipEvent>,
-    events_rx: Option<mpsc::UnboundedReceiver<LeadershipEvent>>,
+    events: mpsc::Sender<LeadershipEvent>,
+    events_rx: Option<mpsc::Receiver<LeadershipEvent>>,
     rng: Rng,
     wall_clock: WallClock,
 }
@@ -72,6 +73,9 @@ struct Election {
 }
 
 impl LeaderElector {
+    /// How many [`events`](Self::events) the stream holds unread; more are dropped.
+    pub const EVENTS_CAPACITY: usize = 64;
+
     /// An elector for `identity` on the Lease `namespace/name`. Fails if `config` breaks
     /// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, or `identity` is empty.
     ///
@@ -95,7 +99,7 @@ impl LeaderElector {
             ));
         }
         let (fence, _) = watch::channel(None);
-        let (events, events_rx) = mpsc::unbounded_channel();
+        let (events, events_rx) = mpsc::channel(Self::EVENTS_CAPACITY);
         let mut seed = Rng::new();
         Ok(LeaderElector {
             lock: LeaseLock::new(client, namespace, name),
@@ -184,7 +188,12 @@ impl LeaderElector {
     }
 
     /// The stream of leadership changes, in order (taken once; later calls get a stream that
-    /// ends at once).
+    /// ends at once). It ends when the elector has returned.
+    ///
+    /// It is for observing: the [fence](Self::fence) is what work obeys. Events are kept only if
+    /// the stream was taken before [`run`](Self::run), and at most
+    /// [`EVENTS_CAPACITY`](Self::EVENTS_CAPACITY) of them unread: while the stream is that far
+    /// behind, new events are dropped (with a warning) and the election goes on undisturbed.
     ///
     /// ```
     /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
@@ -192,10 +201,8 @@ impl LeaderElector {
     /// let mut elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default()).unwrap();
     /// let events = elector.events();
     /// ```
-    pub fn events(&mut self) -> mpsc::UnboundedReceiver<LeadershipEvent> {
-        self.events_rx
-            .take()
-            .unwrap_or_else(|| mpsc::unbounded_channel().1)
+    pub fn events(&mut self) -> mpsc::Receiver<LeadershipEvent> {
+        self.events_rx.take().unwrap_or_else(|| mpsc::channel(1).1)
     }
 
     /// Runs the election until `shutdown` completes, then releases the Lease if this elector
@@ -209,6 +216,8 @@ impl LeaderElector {
     /// # }
     /// ```
     pub async fn run<S: Future<Output = ()>>(mut self, shutdown: S) {
+        // Nobody took the events: keep none (every send now fails at once).
+        self.events_rx = None;
         let mut shutdown = pin!(shutdown);
         let mut election = Election {
             observed: None,
@@ -277,7 +286,7 @@ impl LeaderElector {
                         self.fence.send_replace(Some(token.clone()));
                         #[cfg(feature = "metrics")]
                         crate::metrics::set_leader(self.lock.name(), true);
-                        let _ = self.events.send(LeadershipEvent::StartedLeading(token));
+                        self.emit(LeadershipEvent::StartedLeading(token));
                     }
                     next_attempt = sent + self.config.retry_period;
                 }
@@ -334,7 +343,7 @@ impl LeaderElector {
             self.fence.send_replace(None);
             #[cfg(feature = "metrics")]
             crate::metrics::set_leader(self.lock.name(), false);
-            let _ = self.events.send(LeadershipEvent::StoppedLeading);
+            self.emit(LeadershipEvent::StoppedLeading);
         }
     }
 
@@ -346,10 +355,22 @@ impl LeaderElector {
         let holder = observed.spec.holder();
         if election.reported_leader.as_deref() != Some(holder) {
             election.reported_leader = Some(holder.to_string());
-            let _ = self.events.send(LeadershipEvent::NewLeader {
+            self.emit(LeadershipEvent::NewLeader {
                 holder: holder.to_string(),
                 transitions: observed.spec.lease_transitions.unwrap_or(0),
             });
+        }
+    }
+
+    /// Sends `event` to the events stream if it was taken and has room; never waits.
+    fn emit(&self, event: LeadershipEvent) {
+        if let Err(TrySendError::Full(event)) = self.events.try_send(event) {
+            tracing::warn!(
+                lease = %self.lock.describe(),
+                identity = %self.identity,
+                ?event,
+                "the leadership events stream is full (not read); event dropped"
+            );
         }
     }
 
@@ -637,4 +658,29 @@ async fn race<T, W: Future<Output = T>, S: Future<Output = ()>>(
         limit.as_mut().poll(cx).map(|_| Raced::TimedOut)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events nobody took are not kept: a running elector drops the stream's receiver if nobody
+    /// took it, so its sends fail at once instead of piling up for the elector's life (a
+    /// [`Shard`](crate::sharding::Shard) never hands its events out). (#46)
+    #[tokio::test]
+    async fn events_nobody_took_are_not_kept() {
+        let config = crate::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = Client::new(config).unwrap();
+        let elector =
+            LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default())
+                .unwrap();
+        let events = elector.events.clone();
+        let mut run = pin!(elector.run(std::future::pending()));
+        poll_fn(|cx| {
+            let _ = run.as_mut().poll(cx);
+            Poll::Ready(())
+        })
+        .await;
+        assert!(events.is_closed());
+    }
 }
