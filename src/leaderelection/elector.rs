@@ -210,6 +210,10 @@ impl LeaderElector {
     /// returns. Dropping the future instead stops without releasing (a crash, as far as the
     /// others can tell).
     ///
+    /// Complete `shutdown` only once the work done under the fence has stopped (the workers have
+    /// returned): after a release another replica leads within RetryPeriod, beside anything
+    /// still running (see the [module documentation](super)).
+    ///
     /// ```no_run
     /// # async fn demo(elector: informer::leaderelection::LeaderElector) {
     /// elector.run(tokio::time::sleep(std::time::Duration::from_secs(60))).await;

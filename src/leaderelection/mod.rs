@@ -67,6 +67,14 @@
 //! the machines' clocks synchronised (NTP) well within that. A step of the clock (NTP, a paused
 //! VM, a suspend) shows in the next renewal, as the wall clock is read at each write.
 //!
+//! **Release only after the work has stopped.** A release lets another replica lead at its next
+//! attempt (within RetryPeriod), without the LeaseDuration − RenewDeadline margin the fence
+//! otherwise leaves: the fence closes as the release starts, but a reconcile is cancelled only at
+//! its next `.await`, a blocking one not at all, and a write it already sent still lands. So
+//! complete [`run`](LeaderElector::run)'s shutdown future only once the workers have returned
+//! (`run_fenced` has returned), as the README's example does; dropping the `run` future instead
+//! releases nothing, and the Lease expires after LeaseDuration.
+//!
 //! **What it cannot guarantee.** Kubernetes has no fencing on other objects: a write the old
 //! leader sent before its fence closed can still reach the apiserver after the new leader has
 //! started (a slow network, a retrying client). The [`FencingToken`] (holder and
