@@ -11,7 +11,7 @@
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use informer::leaderelection::{
     FencingToken, LeaderElectionConfig, LeaderElector, LeadershipEvent, parse_micro_time,
@@ -219,6 +219,13 @@ fn lease(sim: &Simulator, name: &str) -> Value {
     sim.get("leases", Some(NS), name).unwrap()
 }
 
+/// A wall clock for [`LeaderElector::wall_clock`] that moves with the (paused) runtime clock,
+/// from the real time when it was made.
+fn runtime_wall_clock() -> impl Fn() -> SystemTime + Send + Sync + 'static {
+    let (base, anchor) = (SystemTime::now(), Instant::now());
+    move || base + anchor.elapsed()
+}
+
 #[tokio::test(start_paused = true)]
 async fn two_electors_one_leads_a_crashed_leader_is_replaced_within_lease_duration_plus_retry() {
     let sim = Simulator::start().await.unwrap();
@@ -257,6 +264,7 @@ async fn two_electors_one_leads_a_crashed_leader_is_replaced_within_lease_durati
 async fn a_released_lease_is_taken_within_retry_period_and_fields_are_client_gos() {
     let sim = Simulator::start().await.unwrap();
     let log: Log = Arc::default();
+    // renewTime is the wall clock at each write; this one moves with the paused clock.
     let mut a_elector = LeaderElector::new(
         client(sim.url()),
         NS,
@@ -264,7 +272,8 @@ async fn a_released_lease_is_taken_within_retry_period_and_fields_are_client_gos
         "a",
         LeaderElectionConfig::default(),
     )
-    .unwrap();
+    .unwrap()
+    .wall_clock(runtime_wall_clock());
     let mut a_events = a_elector.events();
     record("a", a_elector.fence(), &log);
     let a_fence = a_elector.fence();
@@ -615,6 +624,238 @@ async fn a_fenced_controller_reconciles_only_while_leading_and_a_cut_off_leader_
     assert!(b_start.0 - cut <= Duration::from_secs(17), "{work:#?}");
     a.abort();
     b.abort();
+}
+
+/// `acquireTime` and `renewTime` are the wall clock read at each write, as client-go writes them:
+/// after the clock is stepped (NTP, a VM pause, a suspend), the next renewal writes the stepped
+/// time, on which readers comparing `renewTime` with their own clock (the timebertt sharder)
+/// rely. Before, they were the wall clock read once at start plus the monotonic time since. (#46)
+#[tokio::test(start_paused = true)]
+async fn renew_time_is_the_wall_clock_at_each_write_even_after_it_is_stepped() {
+    let sim = Simulator::start().await.unwrap();
+    let wall = Arc::new(Mutex::new(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000),
+    ));
+    let read = wall.clone();
+    let elector = LeaderElector::new(
+        client(sim.url()),
+        NS,
+        "stepped",
+        "a",
+        LeaderElectionConfig::default(),
+    )
+    .unwrap()
+    .wall_clock(move || *read.lock().unwrap());
+    let fence = elector.fence();
+    let task = tokio::spawn(elector.run(std::future::pending()));
+    until(Duration::from_secs(1), "a leads", || {
+        fence.borrow().is_some()
+    })
+    .await;
+    let written = |field: &str| {
+        parse_micro_time(lease(&sim, "stepped")["spec"][field].as_str().unwrap()).unwrap()
+    };
+    let acquired = *wall.lock().unwrap();
+    assert_eq!(written("acquireTime"), acquired);
+
+    let hour = Duration::from_secs(3600);
+    // Forward, back past the first write, forward by a day.
+    for stepped in [acquired + hour, acquired - hour, acquired + 25 * hour] {
+        *wall.lock().unwrap() = stepped;
+        sleep(Duration::from_secs(3)).await; // a renewal or two (RetryPeriod 2 s)
+        // The clock stands still between steps: a second renewal adds a microsecond.
+        let renewed = written("renewTime");
+        let after = renewed
+            .duration_since(stepped)
+            .unwrap_or_else(|_| panic!("renewTime {renewed:?} before the clock {stepped:?}"));
+        assert!(
+            after < Duration::from_millis(1),
+            "renewTime {renewed:?}, the clock {stepped:?}"
+        );
+    }
+    assert_eq!(
+        written("acquireTime"),
+        acquired,
+        "renewals keep acquireTime"
+    );
+    assert!(
+        fence.borrow().is_some(),
+        "a stepped wall clock does not affect leading"
+    );
+    task.abort();
+}
+
+/// A release whose update meets a conflict (someone else wrote the Lease since the last renewal,
+/// here a label) reads the Lease again and, as this elector still holds it, releases it with the
+/// fresh resourceVersion. Before, the Lease stayed held until it expired: a failover after
+/// LeaseDuration + RetryPeriod instead of RetryPeriod. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_release_that_meets_a_conflict_reads_the_lease_again_and_releases_it() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "conflict", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    sleep(Duration::from_millis(500)).await; // between two renewals
+    let label = serde_json::json!({"metadata": {"labels": {"team": "web"}}});
+    sim.patch("leases", Some(NS), "conflict", &label).unwrap();
+    a.release().await;
+    let released = lease(&sim, "conflict");
+    assert_eq!(released["spec"]["holderIdentity"], "", "{released}");
+    assert_eq!(released["spec"]["leaseDurationSeconds"], 1);
+    assert_eq!(released["spec"]["leaseTransitions"], 0);
+    assert_eq!(
+        released["metadata"]["labels"]["team"], "web",
+        "the other write is kept"
+    );
+}
+
+/// A release that finds the Lease held by someone else since (its update a conflict) leaves it
+/// alone. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_release_leaves_a_lease_another_holder_took_meanwhile() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "taken", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    sleep(Duration::from_millis(500)).await;
+    let taken = serde_json::json!({"spec": {"holderIdentity": "b", "leaseTransitions": 1}});
+    sim.patch("leases", Some(NS), "taken", &taken).unwrap();
+    a.release().await;
+    let after = lease(&sim, "taken");
+    assert_eq!(after["spec"]["holderIdentity"], "b", "{after}");
+    assert_eq!(after["spec"]["leaseDurationSeconds"], 15);
+    assert_eq!(after["spec"]["leaseTransitions"], 1);
+}
+
+/// The fence's token, if open.
+fn token(running: &Running) -> Option<FencingToken> {
+    running.fence.borrow().clone()
+}
+
+/// A leader whose Lease was deleted finds it gone at its next renewal and closes its fence (it
+/// leads no more); whoever creates it again counts `leaseTransitions` on from the deleted
+/// Lease's, so the newer leadership has the larger token. Before, the leader created it again
+/// with `leaseTransitions: 0` and kept its fence open with the old token. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_deleted_lease_closes_the_leaders_fence_and_comes_back_with_more_transitions() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "deleted", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    let b = start(sim.url(), "deleted", "b", 2, &log);
+    sleep(Duration::from_secs(5)).await;
+    assert_eq!(token(&a).unwrap().transitions, 0);
+
+    sim.delete("leases", Some(NS), "deleted").unwrap();
+    let closed = until(Duration::from_secs(5), "a's fence closes", || !a.leads()).await;
+    assert!(closed <= Duration::from_secs(2), "closed {closed:?} after");
+    until(Duration::from_secs(20), "someone leads again", || {
+        a.leads() || b.leads()
+    })
+    .await;
+    let again = lease(&sim, "deleted");
+    let leader = token(&a).or_else(|| token(&b)).unwrap();
+    assert_eq!(again["spec"]["holderIdentity"], leader.holder.as_str());
+    assert_eq!(again["spec"]["leaseTransitions"], 1, "{again}");
+    assert_eq!(leader.transitions, 1);
+    assert_eq!(assert_one_leader_at_a_time(&log, "deleted"), 2);
+}
+
+/// A follower that finds the Lease deleted does not create it at once: the leader, cut off, may
+/// still have its fence open (for RenewDeadline after its last renewal), so the deletion counts
+/// as a change observed then, and the Lease is created LeaseDuration later. Before, the follower
+/// created it at its next attempt and both fences were open. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_follower_does_not_lead_on_a_deleted_lease_while_the_old_leaders_fence_may_be_open() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let relay = Relay::start(sim.addr()).await;
+    let a = start(&relay.url(), "deleted-cut", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    let b = start(sim.url(), "deleted-cut", "b", 2, &log);
+    sleep(Duration::from_secs(5)).await;
+
+    relay.set(Link::Blackhole);
+    sim.delete("leases", Some(NS), "deleted-cut").unwrap();
+    let deleted = Instant::now();
+    until(Duration::from_secs(30), "b leads", || b.leads()).await;
+    assert!(!a.leads());
+    assert!(
+        deleted.elapsed() >= Duration::from_secs(15),
+        "b led {:?} after the deletion",
+        deleted.elapsed()
+    );
+    let again = lease(&sim, "deleted-cut");
+    assert_eq!(again["spec"]["holderIdentity"], "b");
+    assert_eq!(again["spec"]["leaseTransitions"], 1, "{again}");
+    assert_eq!(assert_one_leader_at_a_time(&log, "deleted-cut"), 2);
+}
+
+/// A leader that finds its Lease emptied under it (an empty holder written by someone else) takes
+/// it again with `leaseTransitions` + 1, and its fence carries the new token. Before, the fence
+/// kept the old one, fewer transitions than the Lease said. (#46)
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_takes_its_lease_again_opens_its_fence_with_the_new_token() {
+    let sim = Simulator::start().await.unwrap();
+    let log: Log = Arc::default();
+    let a = start(sim.url(), "emptied", "a", 1, &log);
+    until(Duration::from_secs(1), "a leads", || a.leads()).await;
+    sleep(Duration::from_millis(500)).await;
+    let emptied = serde_json::json!({"spec": {"holderIdentity": ""}});
+    sim.patch("leases", Some(NS), "emptied", &emptied).unwrap();
+    sleep(Duration::from_secs(3)).await; // the next renewal
+    let again = lease(&sim, "emptied");
+    assert_eq!(again["spec"]["holderIdentity"], "a");
+    assert_eq!(again["spec"]["leaseTransitions"], 1);
+    assert_eq!(token(&a).map(|t| t.transitions), Some(1));
+}
+
+/// A stream of events that is taken but not read holds at most `EVENTS_CAPACITY` (64) of them (later ones are
+/// dropped, with a warning); the election goes on. Before, it grew without bound. (#46)
+#[tokio::test(start_paused = true)]
+async fn events_nobody_reads_are_bounded() {
+    let sim = Simulator::start().await.unwrap();
+    let held = |holder: &str| {
+        serde_json::json!({"metadata": {"name": "flapping"},
+                           "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15}})
+    };
+    sim.create("leases", Some(NS), held("x0")).unwrap();
+    let mut elector = LeaderElector::new(
+        client(sim.url()),
+        NS,
+        "flapping",
+        "a",
+        LeaderElectionConfig::default(),
+    )
+    .unwrap();
+    let mut events = elector.events();
+    let task = tokio::spawn(elector.run(std::future::pending()));
+    // A new holder every 2.5 s, each seen by the follower's next attempt: 100 events.
+    for i in 1..=100 {
+        sleep(Duration::from_millis(2500)).await;
+        let patch = serde_json::json!({"spec": {"holderIdentity": format!("x{i}")}});
+        sim.patch("leases", Some(NS), "flapping", &patch).unwrap();
+    }
+    sleep(Duration::from_millis(2500)).await;
+    let mut kept = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        kept.push(event);
+    }
+    assert_eq!(
+        kept.len(),
+        LeaderElector::EVENTS_CAPACITY,
+        "{} kept",
+        kept.len()
+    );
+    assert_eq!(
+        kept[0],
+        LeadershipEvent::NewLeader {
+            holder: "x0".into(),
+            transitions: 0
+        }
+    );
+    assert!(!task.is_finished(), "the election goes on");
+    task.abort();
 }
 
 /// An elector dropped while leading (its task aborted, as a crash of the task would) closes its

@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Sleep, sleep_until};
 
-use super::lease::{LeaseLock, LeaseSpec, StoredLease, WallClock};
+use super::lease::{LeaseLock, LeaseSpec, MicroTimes, StoredLease, WallClock};
 use super::{FencingToken, LeaderElectionConfig, LeadershipEvent};
 use crate::client::Client;
 use crate::error::Result;
@@ -18,6 +19,10 @@ use crate::rng::Rng;
 /// How far below RetryPeriod a follower's next attempt may be drawn (client-go's jitter goes the
 /// other way, up to 2.2 × RetryPeriod; drawn below, a released Lease is taken within RetryPeriod).
 const JITTER: f64 = 0.2;
+
+/// How many writes a release tries when each meets a conflict with a Lease this elector still
+/// holds (each conflict is another writer's update, a label say, between a read and a write).
+const RELEASE_ATTEMPTS: u32 = 3;
 
 /// Runs leader election for one identity on one Lease.
 ///
@@ -44,25 +49,33 @@ pub struct LeaderElector {
     config: LeaderElectionConfig,
     labels: BTreeMap<String, String>,
     fence: watch::Sender<Option<FencingToken>>,
-    events: mpsc::UnboundedSender<LeadershipEvent>,
-    events_rx: Option<mpsc::UnboundedReceiver<LeadershipEvent>>,
+    events: mpsc::Sender<LeadershipEvent>,
+    events_rx: Option<mpsc::Receiver<LeadershipEvent>>,
     rng: Rng,
+    wall_clock: WallClock,
 }
 
 /// What the loop knows between attempts.
 struct Election {
-    /// The Lease as last read or written, and when its spec was first seen as it is.
+    /// The Lease as last read or written, and when its spec was first seen as it is (or, once
+    /// `gone`, when it was first found missing).
     observed: Option<StoredLease>,
     observed_at: Instant,
+    /// The last read found no Lease (deleted): `observed` is the Lease as it was before.
+    gone: bool,
     /// While leading: when the fence closes (send time of the last successful write plus
     /// RenewDeadline) and the token it carries.
     leading: Option<(Instant, FencingToken)>,
     /// The holder last reported as new leader.
     reported_leader: Option<String>,
-    clock: WallClock,
+    /// The times written into the Lease.
+    clock: MicroTimes,
 }
 
 impl LeaderElector {
+    /// How many [`events`](Self::events) the stream holds unread; more are dropped.
+    pub const EVENTS_CAPACITY: usize = 64;
+
     /// An elector for `identity` on the Lease `namespace/name`. Fails if `config` breaks
     /// LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, or `identity` is empty.
     ///
@@ -86,7 +99,7 @@ impl LeaderElector {
             ));
         }
         let (fence, _) = watch::channel(None);
-        let (events, events_rx) = mpsc::unbounded_channel();
+        let (events, events_rx) = mpsc::channel(Self::EVENTS_CAPACITY);
         let mut seed = Rng::new();
         Ok(LeaderElector {
             lock: LeaseLock::new(client, namespace, name),
@@ -97,6 +110,7 @@ impl LeaderElector {
             events,
             events_rx: Some(events_rx),
             rng: Rng::with_seed(seed.u64()),
+            wall_clock: WallClock::default(),
         })
     }
 
@@ -128,6 +142,24 @@ impl LeaderElector {
         self
     }
 
+    /// The wall clock written into the Lease's `acquireTime` and `renewTime`, read at each write;
+    /// `SystemTime::now` unless set (tests set one they can step). Only readers of those fields
+    /// use it (the timebertt sharder compares `renewTime` with its own clock): expiry is judged
+    /// on the runtime's monotonic clock, from when a change of the Lease was first seen.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// # use informer::leaderelection::{LeaderElectionConfig, LeaderElector};
+    /// use std::time::{Duration, SystemTime};
+    /// let elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default())
+    ///     .unwrap()
+    ///     .wall_clock(|| SystemTime::now() + Duration::from_secs(3600));
+    /// ```
+    pub fn wall_clock(mut self, now: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.wall_clock = WallClock::new(now);
+        self
+    }
+
     /// This elector's identity.
     ///
     /// ```
@@ -156,7 +188,12 @@ impl LeaderElector {
     }
 
     /// The stream of leadership changes, in order (taken once; later calls get a stream that
-    /// ends at once).
+    /// ends at once). It ends when the elector has returned.
+    ///
+    /// It is for observing: the [fence](Self::fence) is what work obeys. Events are kept only if
+    /// the stream was taken before [`run`](Self::run), and at most
+    /// [`EVENTS_CAPACITY`](Self::EVENTS_CAPACITY) of them unread: while the stream is that far
+    /// behind, new events are dropped (with a warning) and the election goes on undisturbed.
     ///
     /// ```
     /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
@@ -164,10 +201,8 @@ impl LeaderElector {
     /// let mut elector = LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default()).unwrap();
     /// let events = elector.events();
     /// ```
-    pub fn events(&mut self) -> mpsc::UnboundedReceiver<LeadershipEvent> {
-        self.events_rx
-            .take()
-            .unwrap_or_else(|| mpsc::unbounded_channel().1)
+    pub fn events(&mut self) -> mpsc::Receiver<LeadershipEvent> {
+        self.events_rx.take().unwrap_or_else(|| mpsc::channel(1).1)
     }
 
     /// Runs the election until `shutdown` completes, then releases the Lease if this elector
@@ -175,19 +210,26 @@ impl LeaderElector {
     /// returns. Dropping the future instead stops without releasing (a crash, as far as the
     /// others can tell).
     ///
+    /// Complete `shutdown` only once the work done under the fence has stopped (the workers have
+    /// returned): after a release another replica leads within RetryPeriod, beside anything
+    /// still running (see the [module documentation](super)).
+    ///
     /// ```no_run
     /// # async fn demo(elector: informer::leaderelection::LeaderElector) {
     /// elector.run(tokio::time::sleep(std::time::Duration::from_secs(60))).await;
     /// # }
     /// ```
     pub async fn run<S: Future<Output = ()>>(mut self, shutdown: S) {
+        // Nobody took the events: keep none (every send now fails at once).
+        self.events_rx = None;
         let mut shutdown = pin!(shutdown);
         let mut election = Election {
             observed: None,
             observed_at: Instant::now(),
+            gone: false,
             leading: None,
             reported_leader: None,
-            clock: WallClock::new(),
+            clock: MicroTimes::new(self.wall_clock.clone()),
         };
         let mut next_attempt = Instant::now();
         // client-go's gauge: 0 until this elector leads.
@@ -227,7 +269,16 @@ impl LeaderElector {
             match outcome {
                 Outcome::Leading(token) => {
                     let fence_until = sent + self.config.renew_deadline;
-                    let newly = election.leading.is_none();
+                    // Another token while leading (the Lease was emptied under this elector and
+                    // taken again) is another leadership: the fence closes and opens with it.
+                    let newly = match &election.leading {
+                        None => true,
+                        Some((_, leading)) if *leading != token => {
+                            self.stop_leading(&mut election);
+                            true
+                        }
+                        Some(_) => false,
+                    };
                     election.leading = Some((fence_until, token.clone()));
                     if newly {
                         tracing::info!(
@@ -239,7 +290,7 @@ impl LeaderElector {
                         self.fence.send_replace(Some(token.clone()));
                         #[cfg(feature = "metrics")]
                         crate::metrics::set_leader(self.lock.name(), true);
-                        let _ = self.events.send(LeadershipEvent::StartedLeading(token));
+                        self.emit(LeadershipEvent::StartedLeading(token));
                     }
                     next_attempt = sent + self.config.retry_period;
                 }
@@ -256,6 +307,15 @@ impl LeaderElector {
                     }
                     self.stop_leading(&mut election);
                     next_attempt = self.follower_retry().min(expires);
+                }
+                Outcome::Gone => {
+                    tracing::warn!(
+                        lease = %self.lock.describe(),
+                        identity = %self.identity,
+                        "lost the lease: it was deleted; fence closed"
+                    );
+                    self.stop_leading(&mut election);
+                    next_attempt = self.follower_retry();
                 }
                 Outcome::Failed => {
                     if let Some((fence_until, _)) = &election.leading {
@@ -287,7 +347,7 @@ impl LeaderElector {
             self.fence.send_replace(None);
             #[cfg(feature = "metrics")]
             crate::metrics::set_leader(self.lock.name(), false);
-            let _ = self.events.send(LeadershipEvent::StoppedLeading);
+            self.emit(LeadershipEvent::StoppedLeading);
         }
     }
 
@@ -299,23 +359,46 @@ impl LeaderElector {
         let holder = observed.spec.holder();
         if election.reported_leader.as_deref() != Some(holder) {
             election.reported_leader = Some(holder.to_string());
-            let _ = self.events.send(LeadershipEvent::NewLeader {
+            self.emit(LeadershipEvent::NewLeader {
                 holder: holder.to_string(),
                 transitions: observed.spec.lease_transitions.unwrap_or(0),
             });
         }
     }
 
+    /// Sends `event` to the events stream if it was taken and has room; never waits.
+    fn emit(&self, event: LeadershipEvent) {
+        if let Err(TrySendError::Full(event)) = self.events.try_send(event) {
+            tracing::warn!(
+                lease = %self.lock.describe(),
+                identity = %self.identity,
+                ?event,
+                "the leadership events stream is full (not read); event dropped"
+            );
+        }
+    }
+
     /// Records `lease` as observed; its spec's first sighting starts the expiry clock.
     fn observe(election: &mut Election, lease: StoredLease, now: Instant) {
-        let changed = election
-            .observed
-            .as_ref()
-            .is_none_or(|o| o.spec != lease.spec);
+        let changed = election.gone
+            || election
+                .observed
+                .as_ref()
+                .is_none_or(|o| o.spec != lease.spec);
         if changed {
             election.observed_at = now;
         }
         election.observed = Some(lease);
+        election.gone = false;
+    }
+
+    /// Records that the Lease is missing; its first sighting is a change like any other and
+    /// starts the expiry clock of the Lease as it was last seen.
+    fn observe_gone(election: &mut Election, now: Instant) {
+        if !election.gone {
+            election.gone = true;
+            election.observed_at = now;
+        }
     }
 
     fn lease_valid(election: &Election, now: Instant) -> Option<Instant> {
@@ -338,7 +421,7 @@ impl LeaderElector {
         };
 
         // 1. The leader's fast path: update what it wrote last time.
-        if let Some(observed) = election.observed.clone() {
+        if let Some(observed) = election.observed.clone().filter(|_| !election.gone) {
             if ours(observed.spec.holder()) && Self::lease_valid(election, now).is_some() {
                 record.acquire_time = observed.spec.acquire_time.clone();
                 record.lease_transitions = observed.spec.lease_transitions;
@@ -352,6 +435,31 @@ impl LeaderElector {
         let current = match self.lock.get().await {
             Ok(Some(current)) => current,
             Ok(None) => {
+                // Deleted (or never created). A leader leads no more: it closes its fence and
+                // may create the Lease again at its next attempt, as anyone may.
+                Self::observe_gone(election, Instant::now());
+                if election.leading.is_some() {
+                    return Outcome::Gone;
+                }
+                // Held by someone else when last seen: that holder may not know yet (a leader
+                // cut off from the server keeps its fence open for RenewDeadline after its last
+                // renewal), so wait LeaseDuration from the first sighting of the deletion.
+                if let Some(observed) = &election.observed {
+                    let holder = observed.spec.holder();
+                    if !holder.is_empty() && !ours(holder) {
+                        if let Some(expires) = Self::lease_valid(election, now) {
+                            return Outcome::HeldByOther { expires };
+                        }
+                    }
+                }
+                // Count transitions on from the Lease last seen, so that the new leadership's
+                // token is larger than the old one's (client-go starts again at 0).
+                record.lease_transitions = Some(
+                    election
+                        .observed
+                        .as_ref()
+                        .map_or(0, |o| o.spec.lease_transitions.unwrap_or(0) + 1),
+                );
                 return match self.lock.create(&record, &self.labels).await {
                     Ok(written) => self.wrote(election, written, now),
                     Err(error) => {
@@ -403,26 +511,20 @@ impl LeaderElector {
     }
 
     /// client-go's `release`: if this elector holds the Lease, write an empty holder with a one
-    /// second duration (transitions unchanged), with the resourceVersion last seen.
+    /// second duration (transitions unchanged), with the resourceVersion last seen; on a conflict
+    /// (someone wrote the Lease since, a label say) read it again and release it with the fresh
+    /// resourceVersion if this elector still holds it (see [`write_release`](Self::write_release)).
     async fn release(&mut self, election: &mut Election) {
         self.stop_leading(election);
         let Some(observed) = election.observed.clone() else {
             return;
         };
-        if observed.spec.holder() != self.identity {
+        if election.gone || observed.spec.holder() != self.identity {
             return;
         }
-        let now = election.clock.now_micro_time();
-        let record = LeaseSpec {
-            holder_identity: Some(String::new()),
-            lease_duration_seconds: Some(1),
-            acquire_time: Some(now.clone()),
-            renew_time: Some(now),
-            lease_transitions: observed.spec.lease_transitions,
-        };
-        let write = self.lock.update(&observed, &record, &self.labels);
+        let write = self.write_release(&mut election.clock, observed);
         match tokio::time::timeout(self.config.renew_deadline, write).await {
-            Ok(Ok(written)) => {
+            Ok(Ok(Some(written))) => {
                 tracing::info!(
                     lease = %self.lock.describe(),
                     identity = %self.identity,
@@ -431,6 +533,11 @@ impl LeaderElector {
                 Self::observe(election, written, Instant::now());
                 self.report_leader(election);
             }
+            Ok(Ok(None)) => tracing::info!(
+                lease = %self.lock.describe(),
+                identity = %self.identity,
+                "not releasing the lease: it is no longer held by this elector"
+            ),
             Ok(Err(error)) => tracing::warn!(
                 lease = %self.lock.describe(),
                 identity = %self.identity,
@@ -442,6 +549,40 @@ impl LeaderElector {
                 identity = %self.identity,
                 "releasing the lease timed out; it expires by itself"
             ),
+        }
+    }
+
+    /// Writes the release onto `base`. A conflict means the Lease changed since `base` was read:
+    /// it is read again and, if this elector still holds it, released with the fresh
+    /// resourceVersion (at most [`RELEASE_ATTEMPTS`] writes). `None`: the Lease is gone or held
+    /// by someone else, and is left alone.
+    async fn write_release(
+        &self,
+        clock: &mut MicroTimes,
+        mut base: StoredLease,
+    ) -> Result<Option<StoredLease>> {
+        let mut attempts = 1;
+        loop {
+            let now = clock.now_micro_time();
+            let record = LeaseSpec {
+                holder_identity: Some(String::new()),
+                lease_duration_seconds: Some(1),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: base.spec.lease_transitions,
+            };
+            match self.lock.update(&base, &record, &self.labels).await {
+                Ok(written) => return Ok(Some(written)),
+                Err(error) if error.is_conflict() && attempts < RELEASE_ATTEMPTS => {
+                    tracing::debug!(%error, "releasing the lease met a conflict; reading it again");
+                    match self.lock.get().await? {
+                        Some(current) if current.spec.holder() == self.identity => base = current,
+                        _ => return Ok(None),
+                    }
+                    attempts += 1;
+                }
+                Err(error) => return Err(error),
+            }
         }
     }
 }
@@ -459,8 +600,11 @@ impl Drop for LeaderElector {
 enum Outcome {
     /// This elector wrote the Lease as its holder.
     Leading(FencingToken),
-    /// Another holder's Lease is valid until `expires` (local clock).
+    /// Another holder's Lease is valid until `expires` (local clock); or, deleted, was last seen
+    /// held by another less than its LeaseDuration before it was found missing.
     HeldByOther { expires: Instant },
+    /// The Lease this elector led on was found deleted.
+    Gone,
     /// The server could not be reached, refused, or another candidate won the race.
     Failed,
 }
@@ -518,4 +662,29 @@ async fn race<T, W: Future<Output = T>, S: Future<Output = ()>>(
         limit.as_mut().poll(cx).map(|_| Raced::TimedOut)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Events nobody took are not kept: a running elector drops the stream's receiver if nobody
+    /// took it, so its sends fail at once instead of piling up for the elector's life (a
+    /// [`Shard`](crate::sharding::Shard) never hands its events out). (#46)
+    #[tokio::test]
+    async fn events_nobody_took_are_not_kept() {
+        let config = crate::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = Client::new(config).unwrap();
+        let elector =
+            LeaderElector::new(client, "default", "l", "a", LeaderElectionConfig::default())
+                .unwrap();
+        let events = elector.events.clone();
+        let mut run = pin!(elector.run(std::future::pending()));
+        poll_fn(|cx| {
+            let _ = run.as_mut().poll(cx);
+            Poll::Ready(())
+        })
+        .await;
+        assert!(events.is_closed());
+    }
 }

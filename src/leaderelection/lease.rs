@@ -7,6 +7,8 @@
 //! kept), replaces `spec`, and merges the labels it is given.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -261,39 +263,60 @@ pub fn parse_micro_time(text: &str) -> Option<SystemTime> {
     parse_rfc3339(text)
 }
 
-/// A wall clock read from the runtime's monotonic clock: `base` plus the time elapsed since
-/// `anchor` on [`tokio::time::Instant`], so it moves with a paused test clock, and strictly
-/// increasing per clock at microsecond grain (two renewals never write the same `renewTime`, so
-/// every renewal changes the record others watch: an identical update would be a no-op on the
-/// server and look to them like no renewal at all).
-#[derive(Debug)]
-pub(crate) struct WallClock {
-    base: SystemTime,
-    anchor: tokio::time::Instant,
-    last_micros: u128,
-}
+/// The wall clock an elector writes into `acquireTime` and `renewTime`: `SystemTime::now` unless
+/// a test injects another ([`LeaderElector::wall_clock`](super::LeaderElector::wall_clock)).
+#[derive(Clone)]
+pub(crate) struct WallClock(Arc<dyn Fn() -> SystemTime + Send + Sync>);
 
 impl WallClock {
-    pub(crate) fn new() -> WallClock {
-        WallClock {
-            base: SystemTime::now(),
-            anchor: tokio::time::Instant::now(),
-            last_micros: 0,
+    pub(crate) fn new(now: impl Fn() -> SystemTime + Send + Sync + 'static) -> WallClock {
+        WallClock(Arc::new(now))
+    }
+}
+
+impl Default for WallClock {
+    fn default() -> Self {
+        WallClock::new(SystemTime::now)
+    }
+}
+
+impl fmt::Debug for WallClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("WallClock")
+    }
+}
+
+/// The `MicroTime`s of one election: the wall clock read at each write (as client-go does), so
+/// that readers comparing `renewTime` with their own clock (the timebertt sharder) see the time
+/// of the write even after an NTP step, a VM pause or a suspend. Two consecutive writes never
+/// carry the same time (a microsecond is added if the clock has not moved): an identical update
+/// would be a no-op on the server and look to the others like no renewal at all.
+#[derive(Debug)]
+pub(crate) struct MicroTimes {
+    clock: WallClock,
+    last_micros: Option<u128>,
+}
+
+impl MicroTimes {
+    pub(crate) fn new(clock: WallClock) -> MicroTimes {
+        MicroTimes {
+            clock,
+            last_micros: None,
         }
     }
 
-    /// Now, as a `MicroTime` later than any this clock returned before.
+    /// Now on the wall clock, as a `MicroTime` other than the one this returned last.
     pub(crate) fn now_micro_time(&mut self) -> String {
-        let elapsed = self.anchor.elapsed();
-        let at = self.base + elapsed;
-        let micros = at
+        let now = (self.clock.0)();
+        let mut micros = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_micros())
-            .unwrap_or(0)
-            .max(self.last_micros + 1);
-        self.last_micros = micros;
-        let secs = (micros / 1_000_000) as u64;
-        let sub = (micros % 1_000_000) as u64;
-        format_micro_time(SystemTime::UNIX_EPOCH + Duration::from_micros(secs * 1_000_000 + sub))
+            .unwrap_or(0);
+        if self.last_micros == Some(micros) {
+            micros += 1;
+        }
+        self.last_micros = Some(micros);
+        let micros = u64::try_from(micros).unwrap_or(u64::MAX);
+        format_micro_time(SystemTime::UNIX_EPOCH + Duration::from_micros(micros))
     }
 }

@@ -12,19 +12,30 @@
 //! * Every attempt reads the Lease (the leader first tries to update what it wrote last time).
 //!   A Lease held by someone else is **valid** until LeaseDuration (its `leaseDurationSeconds`)
 //!   after this replica first saw its spec as it is now: validity is judged on the local clock
-//!   from the last observed change, never from the `renewTime` written in it, so clocks of
-//!   different machines need not agree.
+//!   from the last observed change, never from the `renewTime` written in it, so the electors'
+//!   clocks need not agree (readers that compare `renewTime` with their own clock are another
+//!   matter: see *Wall-clock offsets* below).
 //! * A missing Lease is created; an expired or released one (empty holder) is taken over: holder
-//!   set, `acquireTime` = now, `leaseTransitions` + 1. A renewal keeps both and writes
-//!   `renewTime`.
+//!   set, `acquireTime` = now, `leaseTransitions` + 1.
+//! * A Lease found **deleted** is a change like any other. A leader that finds its Lease gone
+//!   stops leading (its fence closes) and, like anyone, may create it again at its next attempt.
+//!   One last seen held by another is created only LeaseDuration after the deletion was first
+//!   seen (its holder, cut off from the server, may keep its fence open for RenewDeadline). Its
+//!   `leaseTransitions` count on from the Lease last seen (+ 1), where client-go starts again at
+//!   0; only a replica that never saw the Lease creates it with 0. A renewal keeps both and writes
+//!   `renewTime`. "Now" is the wall clock (`SystemTime::now`) read at each write, as in
+//!   client-go.
 //! * The leader renews every RetryPeriod. Followers retry every RetryPeriod less up to a fifth at
 //!   random (client-go draws *above* it, up to 2.2 × RetryPeriod; drawn below, a released Lease
 //!   is taken within RetryPeriod), and also exactly when the observed Lease expires, so a crashed
 //!   leader is replaced within LeaseDuration + RetryPeriod of its last renewal.
 //! * On shutdown ([`LeaderElector::run`]'s future completing) the holder releases: empty holder,
-//!   `leaseDurationSeconds: 1`, transitions unchanged.
+//!   `leaseDurationSeconds: 1`, transitions unchanged. A release that meets a conflict (another
+//!   writer's update since the last renewal, a label say) reads the Lease again and releases it
+//!   if it is still this elector's (client-go gives up, and the Lease then has to expire).
 //! * Defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s, and
-//!   LeaseDuration > RenewDeadline > 1.2 × RetryPeriod is enforced.
+//!   LeaseDuration > RenewDeadline > 1.2 × RetryPeriod is enforced, with LeaseDuration in whole
+//!   seconds (what `leaseDurationSeconds` can say; client-go truncates it).
 //!
 //! # The fence
 //!
@@ -41,8 +52,28 @@
 //! than a follower's by a factor *r* (the leader sees RenewDeadline pass while the follower sees
 //! *r* × RenewDeadline), the fence still closes first as long as *r* × RenewDeadline <
 //! LeaseDuration: with the defaults, clock rates may differ by up to 50 %. (Clock *offsets* do
-//! not matter at all.) Less than that margin remains for a cancelled reconcile to reach its
-//! next `.await`, where it is dropped: a reconcile that blocks a thread is not stopped.
+//! not matter to the election: no elector reads the times written in the Lease.) Less than that
+//! margin remains for a cancelled reconcile to reach its next `.await`, where it is dropped: a
+//! reconcile that blocks a thread is not stopped.
+//!
+//! **Wall-clock offsets.** They matter to whoever compares `renewTime` with its own clock, as
+//! the timebertt sharder does with a [shard](crate::sharding)'s Lease: it reads the shard as
+//! ready until `renewTime` + `leaseDurationSeconds` on its own clock and, once `renewTime` +
+//! 2 × `leaseDurationSeconds` has passed, takes the Lease over and moves the shard's objects to
+//! other shards. A shard whose wall clock is behind the sharder's by more than about
+//! 2 × LeaseDuration − RetryPeriod (28 s with the defaults) so loses its objects while it still
+//! renews and works on them (its fence closes at its next renewal, which finds the Lease taken,
+//! up to RetryPeriod later); a clock ahead delays the detection of a dead shard by as much. Keep
+//! the machines' clocks synchronised (NTP) well within that. A step of the clock (NTP, a paused
+//! VM, a suspend) shows in the next renewal, as the wall clock is read at each write.
+//!
+//! **Release only after the work has stopped.** A release lets another replica lead at its next
+//! attempt (within RetryPeriod), without the LeaseDuration − RenewDeadline margin the fence
+//! otherwise leaves: the fence closes as the release starts, but a reconcile is cancelled only at
+//! its next `.await`, a blocking one not at all, and a write it already sent still lands. So
+//! complete [`run`](LeaderElector::run)'s shutdown future only once the workers have returned
+//! (`run_fenced` has returned), as the README's example does; dropping the `run` future instead
+//! releases nothing, and the Lease expires after LeaseDuration.
 //!
 //! **What it cannot guarantee.** Kubernetes has no fencing on other objects: a write the old
 //! leader sent before its fence closed can still reach the apiserver after the new leader has
@@ -107,8 +138,9 @@ const JITTER_FACTOR: f64 = 1.2;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LeaderElectionConfig {
-    /// How long followers wait, from the last change they saw, before taking the Lease over
-    /// (written as `leaseDurationSeconds`, whole seconds). Default 15 s.
+    /// How long followers wait, from the last change they saw, before taking the Lease over.
+    /// A whole number of seconds: it is written as `leaseDurationSeconds`, and
+    /// [`validate`](Self::validate) refuses a fraction rather than truncate it. Default 15 s.
     pub lease_duration: Duration,
     /// How long the leader goes on without a successful renewal before it stops leading (its
     /// fence closes). Default 10 s.
@@ -129,7 +161,11 @@ impl Default for LeaderElectionConfig {
 
 impl LeaderElectionConfig {
     /// Checks client-go's rules: LeaseDuration > RenewDeadline > 1.2 × RetryPeriod > 0, and
-    /// LeaseDuration at least one whole second.
+    /// LeaseDuration at least one second. Unlike client-go, which truncates LeaseDuration to the
+    /// whole seconds it writes but checks the untruncated value (10.5 s passes against a
+    /// RenewDeadline of 10 s, and followers wait 10 s), a LeaseDuration that is not a whole number
+    /// of seconds (or does not fit `leaseDurationSeconds`, an `int32`) is refused: the duration
+    /// checked is the one written.
     ///
     /// ```
     /// use std::time::Duration;
@@ -149,6 +185,16 @@ impl LeaderElectionConfig {
         if self.lease_duration.as_secs() == 0 {
             return fail("leaseDuration must be at least one second");
         }
+        if self.lease_duration.subsec_nanos() != 0 {
+            return fail(&format!(
+                "leaseDuration must be a whole number of seconds (it is written as \
+                 leaseDurationSeconds), not {:?}",
+                self.lease_duration
+            ));
+        }
+        if i32::try_from(self.lease_duration.as_secs()).is_err() {
+            return fail("leaseDuration does not fit leaseDurationSeconds (an int32)");
+        }
         if self.lease_duration <= self.renew_deadline {
             return fail("leaseDuration must be greater than renewDeadline");
         }
@@ -162,7 +208,9 @@ impl LeaderElectionConfig {
 /// What a reconcile run under the fence receives: who leads and since which takeover.
 ///
 /// `transitions` (the Lease's `leaseTransitions`) grows with every change of holder, so of two
-/// tokens the one with more transitions is the newer leadership.
+/// tokens the one with more transitions is the newer leadership. That holds across a deletion of
+/// the Lease as long as whoever creates it again had seen it (it counts on from the count it
+/// saw); a replica started after the deletion, which never saw it, creates it with 0.
 ///
 /// ```
 /// use informer::leaderelection::FencingToken;
@@ -207,4 +255,38 @@ pub enum LeadershipEvent {
         /// The Lease's `leaseTransitions` as observed with it.
         transitions: i32,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LeaderElectionConfig;
+    use std::time::Duration;
+
+    /// The followers wait `leaseDurationSeconds`, whole seconds: a LeaseDuration of 10.9 s or
+    /// 10.5 s would be written as 10 s, no more than a RenewDeadline of 10 s (two leaders for up
+    /// to the difference), yet passed validation on the untruncated value. (#46)
+    #[test]
+    fn a_lease_duration_that_is_not_whole_seconds_is_refused() {
+        for millis in [10_900, 10_500, 15_001] {
+            let config = LeaderElectionConfig {
+                lease_duration: Duration::from_millis(millis),
+                ..LeaderElectionConfig::default()
+            };
+            let error = config
+                .validate()
+                .expect_err(&format!("{millis} ms"))
+                .to_string();
+            assert!(error.contains("whole number of seconds"), "{error}");
+        }
+        let written_as_negative = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(1 << 31),
+            ..LeaderElectionConfig::default()
+        };
+        assert!(written_as_negative.validate().is_err());
+        let whole = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(11),
+            ..LeaderElectionConfig::default()
+        };
+        assert!(whole.validate().is_ok());
+    }
 }

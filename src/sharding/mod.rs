@@ -12,11 +12,20 @@
 //!    on every update (the sharder writes `alpha.sharding.timebertt.dev/state` there), and
 //!    released (empty holder) on shutdown. [`Shard`] runs a [`LeaderElector`] on that Lease:
 //!    while its fence is open, the sharder reads the shard as ready (`renewTime` + duration in
-//!    the future);
+//!    the future on the sharder's clock: `renewTime` is the shard's wall clock at each renewal,
+//!    so the two clocks must agree within about 2 × LeaseDuration − RetryPeriod, see
+//!    [leader election](crate::leaderelection));
 //!    when a renewal has failed for RenewDeadline the fence closes and the workers stop, before
-//!    the Lease expires and the sharder moves the objects;
+//!    the Lease expires and the sharder moves the objects. On shutdown, stop the workers first
+//!    and release the Lease (complete [`Shard::run`]'s shutdown) after: the sharder moves the
+//!    objects as soon as the Lease is released;
 //! 2. **watch only its objects**: informers with the label selector
-//!    [`label_selector`](Shard::label_selector), `shard.alpha.sharding.timebertt.dev/<ring>=<shard>`;
+//!    [`label_selector`](Shard::label_selector), `shard.alpha.sharding.timebertt.dev/<ring>=<shard>`.
+//!    An object moved to another shard then leaves this shard's store just as a deleted one
+//!    does (a `DELETED` event, then `None` from the store): **do no cleanup on a `None`**, it
+//!    would undo the other shard's work on an object that lives on. Clean up in a
+//!    [`finalizer`](crate::workqueue::finalizer): an object being deleted keeps its labels, so
+//!    it stays in the store of its shard, which runs the cleanup;
 //! 3. **acknowledge drains**: an object labelled for this shard that also carries
 //!    `drain.alpha.sharding.timebertt.dev/<ring>` is not reconciled; the shard removes both labels
 //!    with a merge patch carrying the object's resourceVersion (a conflict means the object
@@ -106,7 +115,8 @@ pub enum Assignment {
     Ours,
     /// Labelled for this shard and to be drained: do not reconcile; acknowledge.
     Drain,
-    /// Not (or no longer) labelled for this shard: leave it alone.
+    /// Not (or no longer) labelled for this shard: leave it alone (it may have moved to another
+    /// shard; do no cleanup).
     Elsewhere,
 }
 
@@ -275,7 +285,9 @@ impl Shard {
         self.elector.fence()
     }
 
-    /// Keeps the Lease until `shutdown` completes, then releases it.
+    /// Keeps the Lease until `shutdown` completes, then releases it. Complete `shutdown` only
+    /// after the workers have stopped: once the Lease is released the sharder moves this
+    /// shard's objects to others.
     ///
     /// ```no_run
     /// # async fn demo(shard: informer::sharding::Shard) {
