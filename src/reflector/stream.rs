@@ -90,7 +90,7 @@ impl<T: Object + Clone> Reflector<T> {
         if !self.fifo.begin_relist() {
             return State::Stopped;
         }
-        self.silence_limit = self.silence_limit_of(&stream, timeout_seconds, true);
+        self.set_silence_limit(&stream, timeout_seconds, true);
         State::InitialEvents(Box::new(InitialEvents {
             stream,
             opened: Instant::now(),

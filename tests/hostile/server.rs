@@ -65,7 +65,7 @@ fn html(code: u16) -> Reply {
 pub(super) struct Errors(Arc<Mutex<Vec<String>>>);
 
 impl Errors {
-    fn callback(&self) -> ErrorCallback {
+    pub(super) fn callback(&self) -> ErrorCallback {
         let seen = self.0.clone();
         Arc::new(move |e: &Error| seen.lock().unwrap().push(e.to_string()))
     }

@@ -1,0 +1,117 @@
+//! What the reflector meets by design is not a failure (issue #46): a quiet watch re-opened after
+//! its silence limit, a server without streaming lists refusing one, an expired watch. None
+//! reaches the error callback or the failure count. On the simulator and on scripted servers,
+//! over real loopback HTTP/1.1, on a paused tokio clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::reflector::held_stream;
+use crate::server::{Errors, Scripted, no_streaming_lists, run};
+use crate::support::scripted::list;
+use informer::fifo::DeltaFifo;
+use informer::reflector::{BOOKMARK_SILENCE, Reflector, ReflectorOptions};
+use informer::store::Writer;
+use informer::{Api, Client, Config, ConfigMap};
+use informer_sim::Simulator;
+use serde_json::json;
+use tokio::time::Instant;
+
+fn configmap(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "a"}})
+}
+
+// ----- item 1: a quiet watch over HTTP/1.1 ---------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_http1_watch_is_reopened_at_each_silence_limit_without_a_failure() {
+    // A simulator over http:// (HTTP/1.1) that nothing writes to: the watch cache's rule gives
+    // its watches no bookmark at all (X12), so the watch is silent for good.
+    let sim = Simulator::start().await.unwrap();
+    sim.create("configmaps", Some("a"), configmap("c1"))
+        .unwrap();
+    let errors = Errors::default();
+    let options = ReflectorOptions {
+        on_error: Some(errors.callback()),
+        ..Default::default()
+    };
+    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    let store = Arc::new(Writer::new());
+    let (fifo, mut consumer) = DeltaFifo::new(store.clone());
+    let reflector = Reflector::new(Api::<ConfigMap>::namespaced(client, "a"), fifo, options);
+    let health = reflector.health_handle();
+    let task = tokio::spawn(reflector.run());
+    let mut drain = || {
+        while let Some(p) = consumer.try_pop() {
+            for d in p.deltas() {
+                store.apply(d);
+            }
+        }
+    };
+
+    // Four silence limits and a bit (the watches ask for 300 s or more, so the server ends none).
+    let quiet_until = Instant::now() + BOOKMARK_SILENCE * 4 + Duration::from_secs(10);
+    while Instant::now() < quiet_until {
+        drain();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let h = health.lock().unwrap().clone();
+    assert!(
+        h.watches >= 5,
+        "the streaming list's stream, then a new watch at each silence limit: {h:?}"
+    );
+    assert_eq!(
+        h.lists, 1,
+        "re-watched from the same version, no relist: {h:?}"
+    );
+    assert_eq!(h.consecutive_failures, 0, "{h:?}");
+    assert_eq!(h.last_error, None);
+    assert!(errors.all().is_empty(), "{:?}", errors.all());
+
+    // The watch open now still delivers.
+    sim.create("configmaps", Some("a"), configmap("c2"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.get("a", "c2").is_none() {
+        assert!(Instant::now() < deadline, "c2 never arrived");
+        drain();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(store.len(), 2);
+    assert!(errors.all().is_empty(), "{:?}", errors.all());
+    assert_eq!(health.lock().unwrap().consecutive_failures, 0);
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_silent_past_its_own_timeout_is_still_a_failure() {
+    // Watches ask for 10-20 s: a stream still silent 30 s after that was not ended by the
+    // server, which a healthy one would have done. Hung, reported (R24).
+    let server = Scripted::start(|i, _| match i {
+        0 => no_streaming_lists(),
+        1 => list("10", &["c1"]),
+        _ => held_stream(&[]),
+    })
+    .await;
+    let run = run(
+        &server,
+        ReflectorOptions {
+            min_watch_timeout: Duration::from_secs(10),
+            ..ReflectorOptions::default()
+        },
+        Duration::from_secs(120),
+        |q| q.len() >= 4,
+    )
+    .await;
+    let q = server.queries();
+    assert!(q.len() >= 4, "{q:?}");
+    assert_eq!(
+        q[3], "allowWatchBookmarks=true&resourceVersion=10&watch=true",
+        "{q:?}"
+    );
+    assert!(
+        run.errors.all().iter().any(|e| e.contains("sent nothing")),
+        "{:?}",
+        run.errors.all()
+    );
+}
