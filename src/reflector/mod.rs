@@ -66,7 +66,15 @@
 //! [`Health::last_error`] alone, as client-go's error handler never sees these:
 //!
 //! * a watch the server ends at its timeout, watched again (R18);
-//! * a quiet watch re-opened after [`BOOKMARK_SILENCE`] (R24).
+//! * a quiet watch re-opened after [`BOOKMARK_SILENCE`] (R24);
+//! * a streaming list refused by the apiserver (`422 Invalid` or `400 BadRequest`: every relist
+//!   against a server before 1.27), followed by a paginated LIST (WL1, logged at info);
+//! * an expired watch (an `ERROR` event with 410), followed by a relist (R18), and a version found
+//!   gone (410, or too large) by a list, followed at once by a consistent one (R9, WL7). A
+//!   consistent list that fails so too is a failure.
+//!
+//! They stay visible in the counters: [`Health::lists`] counts every relist, [`Health::watches`]
+//! every watch opened (both exported as metrics with the feature `metrics`).
 
 mod backoff;
 mod health;
@@ -600,6 +608,14 @@ impl<T: Object + Clone> Reflector<T> {
             next: Box::new(next),
         }
     }
+}
+
+/// True when `e` says the version asked for is gone: expired (410), or newer than the server has
+/// (`ResourceVersionTooLarge`, a lagging apiserver). Either way a consistent read (`""`) follows.
+fn version_gone(e: &Error) -> bool {
+    e.is_expired()
+        || e.status()
+            .is_some_and(|s| s.is_too_large_resource_version())
 }
 
 /// True for "connection refused": the server is not there (yet); its state is not in question.

@@ -13,7 +13,7 @@ use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
 
 use super::{
     CutRetry, EventVersions, INITIAL_EVENTS_WARNING, ListPlan, ListVersion, Phase, Reflector,
-    State, is_refused,
+    State, is_refused, version_gone,
 };
 
 /// A streaming list between its opening and its initial-events-end bookmark: the stream, and the
@@ -320,23 +320,27 @@ impl<T: Object + Clone> Reflector<T> {
     /// lists, or one apiserver of several that has them off) included, falls back to LIST for
     /// this round: the next relist streams again (WL8, as client-go does), so one refusal never
     /// turns streaming lists off for the reflector's life.
+    ///
+    /// Routine, not failures (logged, not reported): the apiserver's refusal of the streaming
+    /// list (`Invalid`/`BadRequest`, what every relist meets on a server before 1.27), and a
+    /// version found gone for the first time (retried at once with a consistent read).
     fn streaming_failed(&mut self, e: Error) -> State<T> {
-        self.fail(&e);
-        if e.is_expired()
-            || e.status()
-                .is_some_and(|s| s.is_too_large_resource_version())
-        {
-            if self.list_version == ListVersion::Consistent {
-                return self.backoff_then(State::Relist, &e);
-            }
+        if version_gone(&e) && self.list_version == ListVersion::LastSeen {
+            tracing::debug!(error = %e, "the streaming list's version is gone; a consistent one at once");
             self.list_version = ListVersion::Consistent;
             return State::Relist;
         }
-        if is_refused(&e) || e.http_code() == Some(429) {
-            return self.backoff_then(State::Relist, &e);
+        if e.status().is_some_and(|s| matches!(s.code, 400 | 422)) {
+            tracing::info!(
+                error = %e,
+                "the server refused a streaming list (no WatchList); using LIST for this relist"
+            );
+            self.list_plan = ListPlan::PagedOnce;
+            return State::Relist;
         }
-        if matches!(e.http_code(), Some(400 | 422)) {
-            tracing::info!("the server refused a streaming list; using LIST for this relist");
+        self.fail(&e);
+        if version_gone(&e) || is_refused(&e) || e.http_code() == Some(429) {
+            return self.backoff_then(State::Relist, &e);
         }
         self.list_plan = ListPlan::PagedOnce;
         State::Relist

@@ -201,14 +201,19 @@ impl<T: Object + Clone> Reflector<T> {
             WatchEvent::Error(status) => {
                 self.touch_event();
                 let e = Error::from_status(status);
-                self.fail(&e);
                 // R18: 429 (the server is busy; the version is still good) watches again from the
                 // same version after a backoff, without relisting. An expired watch relists (from
                 // the last version, which a LIST may still serve) after one backoff step; so does
-                // any other in-stream error.
-                let next = if e.http_code() == Some(429) {
+                // any other in-stream error. The expiry is routine (the watch cache's window
+                // moved on): logged, not reported; the relist shows in `Health::lists`.
+                let next = if e.is_expired() {
+                    tracing::debug!(error = %e, "the watch expired; relisting");
+                    State::Relist
+                } else if e.http_code() == Some(429) {
+                    self.fail(&e);
                     State::Watch
                 } else {
+                    self.fail(&e);
                     State::Relist
                 };
                 return Handled::Then(self.backoff_then(next, &e));

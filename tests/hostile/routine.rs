@@ -7,8 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::reflector::held_stream;
-use crate::server::{Errors, Scripted, no_streaming_lists, run};
-use crate::support::scripted::list;
+use crate::server::{
+    Errors, Scripted, fast, keys, no_streaming_lists, not_streaming, run, without_streaming_lists,
+};
+use crate::support::raw_server::Reply;
+use crate::support::scripted::{error_event, event, list, status, stream};
 use informer::fifo::DeltaFifo;
 use informer::reflector::{BOOKMARK_SILENCE, Reflector, ReflectorOptions};
 use informer::store::Writer;
@@ -114,4 +117,87 @@ async fn a_watch_silent_past_its_own_timeout_is_still_a_failure() {
         "{:?}",
         run.errors.all()
     );
+}
+
+// ----- item 2: a server without streaming lists, an expired watch -----------------------------------
+
+/// The bookmark that ends a streaming list's initial events, at `rv`.
+fn initial_events_end(rv: u32) -> String {
+    format!(
+        r#"{{"type":"BOOKMARK","object":{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}","annotations":{{"k8s.io/initial-events-end":"true"}}}}}}}}"#
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_streaming_lists_and_an_expired_watch_are_not_failures() {
+    // A 1.20-1.26 apiserver: every relist's streaming list is refused (422). The watch expires,
+    // and so does the version the relist asks for: a consistent read follows.
+    let server = Scripted::start(without_streaming_lists(|i, _| match i {
+        0 => list("10", &["c1"]),
+        1 => stream(&[event("MODIFIED", "c1", "11"), error_event(410, "Expired")]),
+        2 => Reply::json(
+            410,
+            status(410, "Expired", "too old resource version: 11 (15)").as_bytes(),
+        ),
+        3 => list("20", &["c1", "c2"]),
+        _ => held_stream(&[]),
+    }))
+    .await;
+    let run = run(&server, fast(), Duration::from_secs(20), |q| {
+        not_streaming(q).len() >= 5
+    })
+    .await;
+    let q = not_streaming(&server.queries());
+    assert_eq!(
+        q[2], "resourceVersion=11",
+        "relisted from the last version: {q:?}"
+    );
+    assert_eq!(q[3], "limit=500", "then a consistent read: {q:?}");
+    assert_eq!(
+        q[4], "allowWatchBookmarks=true&resourceVersion=20&watch=true",
+        "{q:?}"
+    );
+    assert_eq!(keys(&run.store), ["a/c1", "a/c2"]);
+    assert!(run.errors.all().is_empty(), "{:?}", run.errors.all());
+    assert_eq!(run.health.consecutive_failures, 0);
+    assert_eq!(run.health.last_error, None);
+    // Visible where routine events are counted: two lists, the relist included.
+    assert_eq!(run.health.lists, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_whose_version_expired_streams_again_consistently_without_a_failure() {
+    let server = Scripted::start(|i, _| match i {
+        // A streaming list, then the same stream as a watch, which expires.
+        0 => stream(&[
+            event("ADDED", "c1", "10"),
+            initial_events_end(10),
+            event("MODIFIED", "c1", "11"),
+            error_event(410, "Expired"),
+        ]),
+        // The relist's streaming list from the last version: gone too.
+        1 => Reply::json(
+            410,
+            status(410, "Expired", "too old resource version: 11 (15)").as_bytes(),
+        ),
+        2 => stream(&[
+            event("ADDED", "c1", "20"),
+            event("ADDED", "c2", "20"),
+            initial_events_end(20),
+        ]),
+        _ => held_stream(&[]),
+    })
+    .await;
+    let run = run(&server, fast(), Duration::from_secs(20), |q| q.len() >= 4).await;
+    let q = server.queries();
+    assert!(q[1].contains("resourceVersion=11&"), "{q:?}");
+    assert_eq!(
+        q[2],
+        "allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan&sendInitialEvents=true&watch=true",
+        "a consistent streaming list (\"\"): {q:?}"
+    );
+    assert_eq!(keys(&run.store), ["a/c1", "a/c2"]);
+    assert!(run.errors.all().is_empty(), "{:?}", run.errors.all());
+    assert_eq!(run.health.consecutive_failures, 0);
+    assert_eq!(run.health.lists, 2);
 }

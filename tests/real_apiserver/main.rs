@@ -728,9 +728,9 @@ async fn streaming_list_is_refused_with_422_and_the_reflector_falls_back_to_list
         assert_eq!(m.reflector.lists, 1, "one paginated LIST after the refusal");
         assert_eq!(m.reflector.phase, Phase::Watching);
         assert_eq!(m.reflector.consecutive_failures, 0);
+        // The 422 is routine (every relist against 1.20 meets it): no failure reported.
         let errors = errors.lock().unwrap().clone();
-        assert_eq!(errors.len(), 1, "exactly the one 422: {errors:?}");
-        assert!(errors[0].contains("422"), "{errors:?}");
+        assert!(errors.is_empty(), "{errors:?}");
         inf.stop();
     })
     .await;
