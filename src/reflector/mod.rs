@@ -147,6 +147,12 @@ pub const INITIAL_EVENTS_WARNING: Duration = Duration::from_secs(10);
 /// ```
 pub const INITIAL_EVENTS_DEADLINE: Duration = Duration::from_secs(60);
 
+/// How many 5xx answers with a `Retry-After` in a row a streaming list waits out and tries again
+/// before it is given up for a paginated LIST (this round): client-go's REST client retries a
+/// request so up to `maxRetries` (10) times before its caller sees the error. A 429 is waited
+/// out and tried again without a limit (WL7).
+const MAX_RETRY_AFTER_WAITS: u32 = 10;
+
 /// The default [`ReflectorOptions::max_list_pages`]: 10,000 pages, 5 million objects at the default
 /// page size (the largest clusters hold a few hundred thousand of a kind).
 ///
@@ -326,6 +332,9 @@ pub struct Reflector<T> {
     /// The open streaming list has handed objects to the fifo: if it is given up, the list that
     /// follows is a consistent read (see `initial_event`).
     stream_delivered: bool,
+    /// 5xx answers with a `Retry-After` the streaming list of this relist has waited out in a
+    /// row (see [`MAX_RETRY_AFTER_WAITS`]).
+    retry_after_waits: u32,
 }
 
 /// How the next relist lists.
@@ -421,6 +430,7 @@ impl<T: Object + Clone> Reflector<T> {
             event_versions: EventVersions::InOrder,
             cut_retry: CutRetry::Available,
             stream_delivered: false,
+            retry_after_waits: 0,
         }
     }
 

@@ -1,7 +1,9 @@
-//! What the reflector meets by design is not a failure (issue #46): a quiet watch re-opened after
-//! its silence limit, a server without streaming lists refusing one, an expired watch. None
-//! reaches the error callback or the failure count. On the simulator and on scripted servers,
-//! over real loopback HTTP/1.1, on a paused tokio clock.
+//! The reflector's routine events (issue #46). What it meets by design is not a failure: a quiet
+//! watch re-opened after its silence limit, a server without streaming lists refusing one, an
+//! expired watch; none reaches the error callback or the failure count. And a streaming list
+//! answered with a `Retry-After` waits it and streams again, as client-go's REST client does.
+//! On the simulator and on scripted servers, over real loopback HTTP/1.1, on a paused tokio
+//! clock.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -200,4 +202,74 @@ async fn a_streaming_list_whose_version_expired_streams_again_consistently_witho
     assert!(run.errors.all().is_empty(), "{:?}", run.errors.all());
     assert_eq!(run.health.consecutive_failures, 0);
     assert_eq!(run.health.lists, 2);
+}
+
+// ----- item 3: Retry-After on a streaming list -------------------------------------------------------
+
+/// A `503` with a `Status` body and `Retry-After: secs`.
+fn unavailable(secs: u32) -> Reply {
+    Reply::json(
+        503,
+        status(503, "ServiceUnavailable", "the server is busy").as_bytes(),
+    )
+    .with_header(&format!("Retry-After: {secs}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_answered_503_with_retry_after_waits_it_and_streams_again() {
+    let server = Scripted::start(|i, _| match i {
+        0 | 1 => unavailable(7),
+        2 => stream(&[event("ADDED", "c1", "10"), initial_events_end(10)]),
+        _ => held_stream(&[]),
+    })
+    .await;
+    // Client-go's backoff: the first steps (0.8 s, then 1.6 s, jittered up to x2) are shorter
+    // than the 7 s asked, so the Retry-After is the wait.
+    let run = run(
+        &server,
+        ReflectorOptions::default(),
+        Duration::from_secs(60),
+        |q| q.len() >= 3,
+    )
+    .await;
+    let q = server.queries();
+    assert!(q.len() >= 3, "{q:?}");
+    assert!(
+        q[..3].iter().all(|q| q.contains("sendInitialEvents=true")),
+        "the same streaming list again, no LIST: {q:?}"
+    );
+    let stamps = server.stamps.lock().unwrap().clone();
+    for w in stamps[..3].windows(2) {
+        let waited = w[1] - w[0];
+        assert!(
+            waited >= Duration::from_secs(7) && waited < Duration::from_secs(8),
+            "waited {waited:?}"
+        );
+    }
+    assert_eq!(keys(&run.store), ["a/c1"]);
+    // The 503s are failures, reported as a LIST's or a watch's would be.
+    assert_eq!(run.errors.all().len(), 2, "{:?}", run.errors.all());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_answered_503_with_retry_after_ten_times_falls_back_to_list() {
+    let server = Scripted::start(|_, line| {
+        if line.contains("sendInitialEvents=true") {
+            unavailable(1)
+        } else if line.contains("watch=true") {
+            held_stream(&[])
+        } else {
+            list("10", &["c1"])
+        }
+    })
+    .await;
+    let run = run(&server, fast(), Duration::from_secs(60), |q| q.len() >= 12).await;
+    let q = server.queries();
+    assert!(q.len() >= 12, "{q:?}");
+    assert!(
+        q[..11].iter().all(|q| q.contains("sendInitialEvents=true")),
+        "the first answer and 10 retries: {q:?}"
+    );
+    assert_eq!(q[11], "limit=500&resourceVersion=0", "then the LIST: {q:?}");
+    assert_eq!(keys(&run.store), ["a/c1"]);
 }
