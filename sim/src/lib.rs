@@ -46,7 +46,8 @@
 //! as an ERROR event in a 200 stream when too old: older than the retained history, or than the
 //! resource's registration, as the 1.20 watch cache refuses versions before its first list), synthetic ADDED for RV `""`/`"0"`,
 //! `sendInitialEvents` with the `k8s.io/initial-events-end` bookmark, periodic bookmarks plus one
-//! ~2 s before `timeoutSeconds`, clean end at the deadline, selector exit as DELETED of the old
+//! ~2 s before `timeoutSeconds` (each only at a version newer than the watch's start, as the watch
+//! cache sends them: a watch of a quiet resource gets none), clean end at the deadline, selector exit as DELETED of the old
 //! object stamped with the new RV. A watcher more than [`SimulatorBuilder::watch_buffer`] events
 //! behind is closed cleanly, as the apiserver does with unresponsive watchers.
 //!
@@ -233,7 +234,9 @@ impl SimulatorBuilder {
         self
     }
 
-    /// Period of BOOKMARK events on watches with `allowWatchBookmarks=true` (default 60 s).
+    /// Period of BOOKMARK events on watches with `allowWatchBookmarks=true` (default 60 s). As
+    /// from the watch cache, a bookmark goes out only once the store's resourceVersion is newer
+    /// than the watch's start: a watch of a quiet store gets none.
     pub fn bookmark_interval(mut self, d: Duration) -> Self {
         self.bookmark_interval = d;
         self

@@ -1283,6 +1283,8 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
         initial_end_bookmark: o.send_initial == Some(true)
             && o.bookmarks
             && !shared.faults.initial_events_end_withheld(),
+        initial_end_withheld: o.send_initial == Some(true)
+            && shared.faults.initial_events_end_withheld(),
     };
     let body = watchstream::spawn(
         store.clone(),

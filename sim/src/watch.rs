@@ -39,6 +39,9 @@ pub(crate) struct WatchParams {
     pub timeout: Duration,
     /// sendInitialEvents with bookmarks: end the initial events with the annotated bookmark.
     pub initial_end_bookmark: bool,
+    /// A streaming list whose end bookmark is withheld (the fault): its initial phase never
+    /// ends, so it gets every bookmark, as a watch-list gets them until its end bookmark is out.
+    pub initial_end_withheld: bool,
 }
 
 /// The ERROR event frame for `e`.
@@ -233,6 +236,13 @@ async fn run(
         .checked_sub(Duration::from_secs(2))
         .unwrap_or(deadline);
     let mut pre_deadline_pending = p.bookmarks && p.timeout >= Duration::from_secs(3);
+    // The watch cache's rule (`cacheWatcher.process`: "only send events newer than
+    // resourceVersion", bookmarks included): a bookmark goes out only at a version newer than the
+    // one the watch started at, so a watch of a quiet resource hears nothing at all until it
+    // changes. A watch-list whose initial phase has not ended gets them anyway (1.27+ sends those
+    // "immediately and repeatedly" until its end bookmark is out).
+    let (min_rv, endless_initial_phase) = (start.min_rv, p.initial_end_withheld);
+    let bookmark_due = move |last_rv: u64| last_rv > min_rv || endless_initial_phase;
     loop {
         let is_stalled = *stalled.borrow();
         tokio::select! {
@@ -261,13 +271,13 @@ async fn run(
             // real-1.20-watch-endpoints-from-list-rv.http).
             _ = tokio::time::sleep_until(pre_deadline), if pre_deadline_pending && !is_stalled => {
                 pre_deadline_pending = false;
-                if last_rv >= start.min_rv {
+                if bookmark_due(last_rv) {
                     bookmark(&info, last_rv, false, &mut buf);
                     sink.send(std::mem::take(&mut buf), 1).await?;
                 }
             }
             _ = ticker.tick(), if p.bookmarks && !is_stalled => {
-                if last_rv >= start.min_rv {
+                if bookmark_due(last_rv) {
                     bookmark(&info, last_rv, false, &mut buf);
                     sink.send(std::mem::take(&mut buf), 1).await?;
                 }

@@ -10,7 +10,7 @@ use crate::client::ListParams;
 use crate::error::Error;
 use crate::watch::check_key_parts;
 
-use super::{ListSource, ListVersion, Reflector, State};
+use super::{ListSource, ListVersion, Reflector, State, version_gone};
 
 impl<T: Object + Clone> Reflector<T> {
     /// The list's resourceVersion (R5).
@@ -150,17 +150,16 @@ impl<T: Object + Clone> Reflector<T> {
         Ok(())
     }
 
-    /// R9: an expired or too-new version makes the next list a consistent read, at once; anything
-    /// else backs off and relists.
+    /// R9: an expired or too-new version makes the next list a consistent read, at once (routine,
+    /// as after an expired watch: logged, not reported); anything else, a consistent read that
+    /// failed so too included, is a failure that backs off and relists.
     fn list_failed(&mut self, e: Error) -> State<T> {
-        self.fail(&e);
-        let too_large = e
-            .status()
-            .is_some_and(|s| s.is_too_large_resource_version());
-        if (e.is_expired() || too_large) && self.list_version == ListVersion::LastSeen {
+        if version_gone(&e) && self.list_version == ListVersion::LastSeen {
+            tracing::debug!(error = %e, "the list's version is gone; a consistent read at once");
             self.list_version = ListVersion::Consistent;
             return State::Relist;
         }
+        self.fail(&e);
         self.backoff_then(State::Relist, &e)
     }
 }

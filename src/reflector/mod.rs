@@ -40,11 +40,13 @@
 //!   a paginated LIST (for this round only).
 //! * `Watch`: a WATCH from the last seen version, with bookmarks and a random `timeoutSeconds`.
 //! * `Watching`: events go to the fifo; the last seen version advances with every event, bookmarks
-//!   included. A watch that sends nothing for its own `timeoutSeconds` + 30 s is treated as dead
-//!   (the server would have ended it by then), and watched again on a new connection; over
-//!   HTTP/1.1 a watch with bookmarks is dead after [`BOOKMARK_SILENCE`] (75 s) of silence already
-//!   (the server sends it a bookmark about every minute), and watched again from the last seen
-//!   version, without a relist. Over HTTP/2 the connection's pings find a dead peer.
+//!   included. A watch that sends nothing for its own `timeoutSeconds` + 30 s is hung (the server
+//!   would have ended it by then): a failure, and watched again on a new connection. Over
+//!   HTTP/1.1, which has no ping, a watch with bookmarks is also watched again after
+//!   [`BOOKMARK_SILENCE`] (75 s) of silence, from the last seen version, without a relist; that
+//!   one is routine, not a failure: a watch of a quiet resource gets no bookmark at all (the
+//!   watch cache sends one only at a version newer than the watch's), so a healthy quiet watch
+//!   is re-opened every 75 s (R24). Over HTTP/2 the connection's pings find a dead peer.
 //! * `Backoff`: 0.8 s doubling to 30 s (the first failure waits too), each delay stretched by a
 //!   random factor in [1, 2), reset after 2 minutes without a failure; a server's Retry-After is
 //!   honoured when longer, up to the cap (30 s): a larger
@@ -56,6 +58,23 @@
 //! Where we differ from client-go, on purpose: a very short watch (under a second, no events) is
 //! retried after a backoff *from the same version* instead of relisting, since the version is still
 //! good (a 410 would say otherwise).
+//!
+//! # Failures and routine events
+//!
+//! What the reflector meets by design is not a failure: it is logged (debug or info), not told to
+//! [`ReflectorOptions::on_error`], and leaves [`Health::consecutive_failures`] and
+//! [`Health::last_error`] alone, as client-go's error handler never sees these:
+//!
+//! * a watch the server ends at its timeout, watched again (R18);
+//! * a quiet watch re-opened after [`BOOKMARK_SILENCE`] (R24);
+//! * a streaming list refused by the apiserver (`422 Invalid` or `400 BadRequest`: every relist
+//!   against a server before 1.27), followed by a paginated LIST (WL1, logged at info);
+//! * an expired watch (an `ERROR` event with 410), followed by a relist (R18), and a version found
+//!   gone (410, or too large) by a list, followed at once by a consistent one (R9, WL7). A
+//!   consistent list that fails so too is a failure.
+//!
+//! They stay visible in the counters: [`Health::lists`] counts every relist, [`Health::watches`]
+//! every watch opened (both exported as metrics with the feature `metrics`).
 
 mod backoff;
 mod health;
@@ -96,8 +115,10 @@ pub(crate) fn report(on_error: Option<&ErrorCallback>, e: &Error) {
 }
 
 /// The default [`ReflectorOptions::bookmark_silence`]: over HTTP/1.1, a watch with bookmarks that
-/// has heard nothing for 75 s is dead or stuck. Apiservers send a bookmark to such a watch about
-/// every 60 s (the watch cache's `defaultBookmarkFrequency`), besides the one before its deadline.
+/// has heard nothing for 75 s is watched again from its last version. Apiservers send a bookmark
+/// to a watch whose resource changed about every 60 s (the watch cache's
+/// `defaultBookmarkFrequency`), so a live stream is rarely that silent; a watch of a quiet
+/// resource gets none, and is re-opened every 75 s, routinely (no failure, R24).
 ///
 /// ```
 /// use informer::reflector::{BOOKMARK_SILENCE, ReflectorOptions};
@@ -125,6 +146,12 @@ pub const INITIAL_EVENTS_WARNING: Duration = Duration::from_secs(10);
 /// assert_eq!(ReflectorOptions::default().initial_events_deadline, INITIAL_EVENTS_DEADLINE);
 /// ```
 pub const INITIAL_EVENTS_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How many 5xx answers with a `Retry-After` in a row a streaming list waits out and tries again
+/// before it is given up for a paginated LIST (this round): client-go's REST client retries a
+/// request so up to `maxRetries` (10) times before its caller sees the error. A 429 is waited
+/// out and tried again without a limit (WL7).
+const MAX_RETRY_AFTER_WAITS: u32 = 10;
 
 /// The default [`ReflectorOptions::max_list_pages`]: 10,000 pages, 5 million objects at the default
 /// page size (the largest clusters hold a few hundred thousand of a kind).
@@ -160,18 +187,22 @@ pub struct ReflectorOptions {
     pub bookmarks: bool,
     /// Watches ask for a random `timeoutSeconds` in `[min, 2 * min)` (client-go: 5 min).
     pub min_watch_timeout: Duration,
-    /// A watch with no bytes for this long is dead. `None` (the default) means the watch's own
-    /// `timeoutSeconds` + 30 s: the server ends every watch at its timeout, so a stream still
-    /// silent after that is hung (a proxy holding it open, a server that stopped serving it).
+    /// A watch with no bytes for this long is watched again. `None` (the default) means the
+    /// watch's own `timeoutSeconds` + 30 s: the server ends every watch at its timeout, so a
+    /// stream still silent after that is hung (a proxy holding it open, a server that stopped
+    /// serving it), a failure. A limit shorter than the watch's `timeoutSeconds` can be reached
+    /// by a healthy quiet watch, so reaching it is routine (not a failure).
     /// Over HTTP/2, pings find a dead connection sooner (see `Config::http2_read_idle_timeout`);
     /// HTTP/1.1 has no ping, so this is what ends a silent watch there.
     pub idle_timeout: Option<Duration>,
     /// Over HTTP/1.1, a watch that asked for bookmarks and has heard nothing at all (no event, no
-    /// bookmark) for this long is dead or stuck, and is watched again from the last seen
-    /// resourceVersion (no relist). Apiservers send such a watch a bookmark about every minute
-    /// (the watch cache's `defaultBookmarkFrequency`), so the default,
-    /// [`BOOKMARK_SILENCE`] (75 s), leaves a quarter of a period of slack. Not used over HTTP/2
-    /// (the connection's pings find a dead peer there), nor when [`idle_timeout`](Self::idle_timeout)
+    /// bookmark) for this long is watched again from the last seen resourceVersion (no relist),
+    /// on a new connection: a dead peer is found this way. Apiservers send a watch a bookmark
+    /// about every minute (the watch cache's `defaultBookmarkFrequency`) once its resource has
+    /// changed, so the default, [`BOOKMARK_SILENCE`] (75 s), leaves a quarter of a period of
+    /// slack; a watch of a quiet resource gets none, so this re-watch is routine: logged at
+    /// debug, not a failure (no [`on_error`](Self::on_error)). Not used over HTTP/2 (the
+    /// connection's pings find a dead peer there), nor when [`idle_timeout`](Self::idle_timeout)
     /// is set, nor for watches without bookmarks.
     pub bookmark_silence: Duration,
     /// Try streaming lists first (falls back to LIST when the server refuses).
@@ -186,7 +217,8 @@ pub struct ReflectorOptions {
     /// Delays between failed lists and watches.
     pub backoff: BackoffOptions,
     /// Told of every error (list, watch, decode, handler panic) until the fifo is closed (the
-    /// informer stopped): none after that.
+    /// informer stopped): none after that. Routine events (a quiet watch re-opened, ...) are not
+    /// errors: the [module docs](self#failures-and-routine-events) list them.
     pub on_error: Option<ErrorCallback>,
 }
 
@@ -282,8 +314,11 @@ pub struct Reflector<T> {
     rng: crate::rng::Rng,
     /// The resourceVersion to resume from (client-go's `lastSyncResourceVersion`).
     last_rv: String,
-    /// How long the open watch may stay silent before it is dead (see `silence_limit_of`).
+    /// How long the open watch may stay silent before it is watched again (see
+    /// `set_silence_limit`).
     silence_limit: Duration,
+    /// What the open watch's silence, at `silence_limit`, says of it (routine or a failure).
+    silence: Silence,
     /// How the next relist lists: streaming, or a paginated LIST once or always (the options).
     list_plan: ListPlan,
     /// The resourceVersion the next list asks for (R5).
@@ -301,6 +336,9 @@ pub struct Reflector<T> {
     /// that a wait on a condition of the health, such as discovery's on a refused list, is woken
     /// instead of polling).
     failure_signal: Option<tokio::sync::watch::Sender<()>>,
+    /// 5xx answers with a `Retry-After` the streaming list of this relist has waited out in a
+    /// row (see [`MAX_RETRY_AFTER_WAITS`]).
+    retry_after_waits: u32,
 }
 
 /// How the next relist lists.
@@ -334,6 +372,19 @@ enum ListSource {
     /// An RV="0" list came back paginated: the watch cache is off, etcd answers, and every list
     /// asks for pages (an unpaginated list from etcd would be one huge body).
     Etcd,
+}
+
+/// What a watch silent for the reflector's `silence_limit` says of itself (R24).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Silence {
+    /// The limit comes before the server's own end of the watch (its `timeoutSeconds`): a watch
+    /// of a quiet resource is that silent in good health (the watch cache sends a bookmark only
+    /// at a version newer than the watch's, X12), so watching again from the last seen version is
+    /// routine: a debug log, no failure.
+    MayBeQuiet,
+    /// The limit is past the server's own end of the watch: the server should have ended it, so
+    /// the stream is hung (a proxy holding it, a server that stopped serving it). A failure.
+    Hung,
 }
 
 /// How the open watch's events move `last_rv` (R14).
@@ -376,6 +427,7 @@ impl<T: Object + Clone> Reflector<T> {
             health: Arc::new(Mutex::new(Health::default())),
             last_rv: String::new(),
             silence_limit: Duration::MAX,
+            silence: Silence::Hung,
             list_plan,
             list_version: ListVersion::LastSeen,
             list_source: ListSource::WatchCache,
@@ -383,6 +435,7 @@ impl<T: Object + Clone> Reflector<T> {
             cut_retry: CutRetry::Available,
             stream_delivered: false,
             failure_signal: None,
+            retry_after_waits: 0,
         }
     }
 
@@ -498,25 +551,32 @@ impl<T: Object + Clone> Reflector<T> {
         (min + self.rng.f64() * min).max(1.0) as u32
     }
 
-    /// How long `stream`, a watch that asked for `timeout_seconds` (and for bookmarks if
-    /// `bookmarks`), may stay silent before it is dead: the option `idle_timeout` if set; else
-    /// the watch's own timeout + 30 s, and over HTTP/1.1, for a watch with bookmarks, at most
-    /// `bookmark_silence` (the server would have sent a bookmark by then).
-    fn silence_limit_of(
-        &self,
+    /// Sets how long `stream`, a watch that asked for `timeout_seconds` (and for bookmarks if
+    /// `bookmarks`), may stay silent before it is watched again, and what that silence means
+    /// (R24): the option `idle_timeout` if set; else the watch's own timeout + 30 s, and over
+    /// HTTP/1.1, for a watch with bookmarks, at most `bookmark_silence`. A limit shorter than
+    /// the watch's timeout may be reached by a healthy quiet watch (routine); a longer one only
+    /// by a hung stream (a failure).
+    fn set_silence_limit(
+        &mut self,
         stream: &WatchStream<T, ResponseBody>,
         timeout_seconds: u32,
         bookmarks: bool,
-    ) -> Duration {
-        if let Some(idle) = self.options.idle_timeout {
-            return idle;
-        }
-        let limit = Duration::from_secs(u64::from(timeout_seconds) + 30);
-        if bookmarks && !stream.body().is_http2() {
-            limit.min(self.options.bookmark_silence)
+    ) {
+        let server_ends_at = Duration::from_secs(u64::from(timeout_seconds));
+        let limit = match self.options.idle_timeout {
+            Some(idle) => idle,
+            None if bookmarks && !stream.body().is_http2() => {
+                (server_ends_at + Duration::from_secs(30)).min(self.options.bookmark_silence)
+            }
+            None => server_ends_at + Duration::from_secs(30),
+        };
+        self.silence_limit = limit;
+        self.silence = if limit < server_ends_at {
+            Silence::MayBeQuiet
         } else {
-            limit
-        }
+            Silence::Hung
+        };
     }
 
     /// `o` through the transform, if any; a panic of the transform is an error.
@@ -574,6 +634,14 @@ impl<T: Object + Clone> Reflector<T> {
             next: Box::new(next),
         }
     }
+}
+
+/// True when `e` says the version asked for is gone: expired (410), or newer than the server has
+/// (`ResourceVersionTooLarge`, a lagging apiserver). Either way a consistent read (`""`) follows.
+fn version_gone(e: &Error) -> bool {
+    e.is_expired()
+        || e.status()
+            .is_some_and(|s| s.is_too_large_resource_version())
 }
 
 /// True for "connection refused": the server is not there (yet); its state is not in question.

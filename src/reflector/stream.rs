@@ -12,8 +12,8 @@ use crate::fifo::{DeletedObject, Delta, PAGE_BYTES, RawDelta};
 use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
 
 use super::{
-    CutRetry, EventVersions, INITIAL_EVENTS_WARNING, ListPlan, ListVersion, Phase, Reflector,
-    State, is_refused,
+    CutRetry, EventVersions, INITIAL_EVENTS_WARNING, ListPlan, ListVersion, MAX_RETRY_AFTER_WAITS,
+    Phase, Reflector, State, is_refused, version_gone,
 };
 
 /// A streaming list between its opening and its initial-events-end bookmark: the stream, and the
@@ -87,10 +87,11 @@ impl<T: Object + Clone> Reflector<T> {
         };
         self.health.lock().unwrap().watches += 1;
         self.stream_delivered = false;
+        self.retry_after_waits = 0;
         if !self.fifo.begin_relist() {
             return State::Stopped;
         }
-        self.silence_limit = self.silence_limit_of(&stream, timeout_seconds, true);
+        self.set_silence_limit(&stream, timeout_seconds, true);
         State::InitialEvents(Box::new(InitialEvents {
             stream,
             opened: Instant::now(),
@@ -316,28 +317,42 @@ impl<T: Object + Clone> Reflector<T> {
     }
 
     /// WL7: 429 and refused connections retry after a backoff; an expired version retries at once
-    /// with a consistent read; anything else, `Invalid`/`BadRequest` (a server without streaming
-    /// lists, or one apiserver of several that has them off) included, falls back to LIST for
-    /// this round: the next relist streams again (WL8, as client-go does), so one refusal never
-    /// turns streaming lists off for the reflector's life.
+    /// with a consistent read; a 5xx with a `Retry-After` waits it (as a LIST or a watch does:
+    /// the backoff step or the Retry-After, whichever is longer, up to the cap) and streams again,
+    /// up to [`MAX_RETRY_AFTER_WAITS`] times in a row, as client-go's REST client retries it
+    /// before its reflector sees the error; anything else, `Invalid`/`BadRequest` (a server
+    /// without streaming lists, or one apiserver of several that has them off) included, falls
+    /// back to LIST for this round: the next relist streams again (WL8, as client-go does), so
+    /// one refusal never turns streaming lists off for the reflector's life.
+    ///
+    /// Routine, not failures (logged, not reported): the apiserver's refusal of the streaming
+    /// list (`Invalid`/`BadRequest`, what every relist meets on a server before 1.27), and a
+    /// version found gone for the first time (retried at once with a consistent read).
     fn streaming_failed(&mut self, e: Error) -> State<T> {
-        self.fail(&e);
-        if e.is_expired()
-            || e.status()
-                .is_some_and(|s| s.is_too_large_resource_version())
-        {
-            if self.list_version == ListVersion::Consistent {
-                return self.backoff_then(State::Relist, &e);
-            }
+        if version_gone(&e) && self.list_version == ListVersion::LastSeen {
+            tracing::debug!(error = %e, "the streaming list's version is gone; a consistent one at once");
             self.list_version = ListVersion::Consistent;
             return State::Relist;
         }
-        if is_refused(&e) || e.http_code() == Some(429) {
+        if e.status().is_some_and(|s| matches!(s.code, 400 | 422)) {
+            tracing::info!(
+                error = %e,
+                "the server refused a streaming list (no WatchList); using LIST for this relist"
+            );
+            self.list_plan = ListPlan::PagedOnce;
+            return State::Relist;
+        }
+        self.fail(&e);
+        if version_gone(&e) || is_refused(&e) || e.http_code() == Some(429) {
             return self.backoff_then(State::Relist, &e);
         }
-        if matches!(e.http_code(), Some(400 | 422)) {
-            tracing::info!("the server refused a streaming list; using LIST for this relist");
+        let asks_to_wait =
+            e.retry_after_seconds().is_some() && matches!(e.http_code(), Some(500..=599));
+        if asks_to_wait && self.retry_after_waits < MAX_RETRY_AFTER_WAITS {
+            self.retry_after_waits += 1;
+            return self.backoff_then(State::Relist, &e);
         }
+        self.retry_after_waits = 0;
         self.list_plan = ListPlan::PagedOnce;
         State::Relist
     }

@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::fifo::{DeletedObject, Delta, RawDelta};
 use crate::watch::{RawEvent, WatchEvent, WatchStream};
 
-use super::{EventVersions, Handled, Phase, Reflector, State, is_refused};
+use super::{EventVersions, Handled, Phase, Reflector, Silence, State, is_refused};
 
 impl<T: Object + Clone> Reflector<T> {
     /// One step of an open watch: the next event (or the fifo's decode failure, or the watch's
@@ -52,11 +52,22 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match next {
             Err(_) => {
-                // Re-watched from the last seen version: the version is still good (a 410 would
-                // say otherwise), only the connection or the server's stream is not.
-                self.fail(&Error::Timeout(format!(
-                    "watch sent nothing (no event, no bookmark) for {idle:?}; treating it as dead"
-                )));
+                // R24: watched again from the last seen version, on a new connection (this one
+                // is dropped with the stream): the version is still good (a 410 would say
+                // otherwise). A silence that a quiet resource explains is routine; one past the
+                // server's own end of the watch is a hung stream, a failure.
+                match self.silence {
+                    Silence::MayBeQuiet => tracing::debug!(
+                        silent_for = ?idle,
+                        resource_version = %self.last_rv,
+                        "the watch sent nothing (a quiet resource gets no bookmark); watching \
+                         again from the same version"
+                    ),
+                    Silence::Hung => self.fail(&Error::Timeout(format!(
+                        "watch sent nothing (no event, no bookmark) for {idle:?}, past its own \
+                         timeout; treating it as dead"
+                    ))),
+                }
                 State::Watch
             }
             Ok(Some(Ok(event))) => match event.check_key() {
@@ -90,8 +101,7 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match self.api.watch(&params).await {
             Ok(stream) => {
-                self.silence_limit =
-                    self.silence_limit_of(&stream, timeout_seconds, self.options.bookmarks);
+                self.set_silence_limit(&stream, timeout_seconds, self.options.bookmarks);
                 self.event_versions = match self.last_rv.as_str() {
                     "" | "0" => EventVersions::SyntheticAddsFirst,
                     _ => EventVersions::InOrder,
@@ -191,14 +201,19 @@ impl<T: Object + Clone> Reflector<T> {
             WatchEvent::Error(status) => {
                 self.touch_event();
                 let e = Error::from_status(status);
-                self.fail(&e);
                 // R18: 429 (the server is busy; the version is still good) watches again from the
                 // same version after a backoff, without relisting. An expired watch relists (from
                 // the last version, which a LIST may still serve) after one backoff step; so does
-                // any other in-stream error.
-                let next = if e.http_code() == Some(429) {
+                // any other in-stream error. The expiry is routine (the watch cache's window
+                // moved on): logged, not reported; the relist shows in `Health::lists`.
+                let next = if e.is_expired() {
+                    tracing::debug!(error = %e, "the watch expired; relisting");
+                    State::Relist
+                } else if e.http_code() == Some(429) {
+                    self.fail(&e);
                     State::Watch
                 } else {
+                    self.fail(&e);
                     State::Relist
                 };
                 return Handled::Then(self.backoff_then(next, &e));

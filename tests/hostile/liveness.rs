@@ -431,21 +431,21 @@ async fn an_http1_watch_that_goes_silent_is_dropped_at_the_idle_limit_and_resume
     let idle_limit = Duration::from_secs(timeout_seconds + 30).min(BOOKMARK_SILENCE);
 
     // HTTP/1.1 has no ping, and a live TCP peer answers keepalive probes: the reflector's idle
-    // limit is what ends such a watch (a quiet but healthy watch looks the same until then).
-    let e = errors.recv().await.unwrap();
-    assert!(e.contains("sent nothing"), "{e}");
+    // limit is what ends such a watch. The watch resumes from the same version on a new
+    // connection: the silent one was closed.
+    let (again_conn, again) = requests.recv().await.unwrap();
     let silent = opened.elapsed();
     assert!(
         silent >= idle_limit && silent < idle_limit + Duration::from_secs(1),
         "{silent:?}"
     );
-
-    // The watch resumes from the same version on a new connection: the silent one was closed.
-    let (again_conn, again) = requests.recv().await.unwrap();
     assert!(
         again.contains("watch=true") && again.contains("resourceVersion=7"),
         "{again}"
     );
     assert_ne!(again_conn, watch_conn);
+    // A quiet but healthy watch looks the same (no bookmark comes before its resource changes):
+    // the re-watch is routine, not a failure (R24).
+    assert!(errors.try_recv().is_err(), "reported as a failure");
     task.abort();
 }

@@ -1,5 +1,6 @@
 //! Servers that misbehave (issue #15), over real loopback HTTP: scripted faults, silent and dead
-//! connections, names that try to reach another path, and authentication failures.
+//! connections, names that try to reach another path, and authentication failures; and what the
+//! reflector must not take for misbehaviour (`routine`, issue #46).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -8,6 +9,7 @@ mod auth;
 mod liveness;
 mod paths;
 mod reflector;
+mod routine;
 mod server;
 
 /// The largest single allocation (or reallocation) the process has made, for the test that a

@@ -42,7 +42,7 @@ pub(super) fn without_streaming_lists(
 }
 
 /// The queries of the requests that were not streaming lists, in order.
-fn not_streaming(queries: &[String]) -> Vec<String> {
+pub(super) fn not_streaming(queries: &[String]) -> Vec<String> {
     queries
         .iter()
         .filter(|q| !q.contains("sendInitialEvents=true"))
@@ -65,7 +65,7 @@ fn html(code: u16) -> Reply {
 pub(super) struct Errors(Arc<Mutex<Vec<String>>>);
 
 impl Errors {
-    fn callback(&self) -> ErrorCallback {
+    pub(super) fn callback(&self) -> ErrorCallback {
         let seen = self.0.clone();
         Arc::new(move |e: &Error| seen.lock().unwrap().push(e.to_string()))
     }
@@ -651,14 +651,11 @@ async fn an_undecodable_list_backs_off() {
     }))
     .await;
     assert_backed_off("undecodable LIST", &times, &queries, 2);
-    for (i, e) in errors.iter().enumerate() {
-        let want = if i % 2 == 0 {
-            "no streaming lists"
-        } else {
-            "cannot decode"
-        };
-        assert!(e.contains(want), "{errors:?}");
-    }
+    // Only the LISTs failed: the refused streaming lists are routine (WL1).
+    assert!(
+        !errors.is_empty() && errors.iter().all(|e| e.contains("cannot decode")),
+        "{errors:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -84,6 +84,50 @@ impl Real {
     pub fn client(&self) -> Client {
         Client::new(self.config()).unwrap()
     }
+
+    /// A bearer-token config for an `http://` front of the server that speaks HTTP/1.1 only, as
+    /// a TLS-terminating proxy without HTTP/2 does: a relay on loopback takes plain connections
+    /// and carries each over TLS to the server (its certificate checked with the CA, ALPN
+    /// `http/1.1` only). The relay runs until the test's runtime ends.
+    pub async fn http1_front_config(&self) -> Config {
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in parse_certificates(&self.ca_pem).unwrap() {
+            roots.add(ca).unwrap();
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
+        let upstream: hyper::Uri = self.url.parse().unwrap();
+        let host = upstream.host().unwrap().to_owned();
+        let port = upstream.port_u16().unwrap_or(443);
+        let name = rustls::pki_types::ServerName::try_from(host.clone()).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let front = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let (connector, name, host) = (connector.clone(), name.clone(), host.clone());
+                tokio::spawn(async move {
+                    let Ok(tcp) = tokio::net::TcpStream::connect((host.as_str(), port)).await
+                    else {
+                        return;
+                    };
+                    let Ok(mut outbound) = connector.connect(name, tcp).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                });
+            }
+        });
+        let mut c = Config::new(format!("http://{front}").parse().unwrap());
+        c.auth = Auth::Bearer(Secret::new(self.token.clone()));
+        c.request_timeout = Duration::from_secs(30);
+        c
+    }
 }
 
 /// Skips the test (returns) when no real server is configured.

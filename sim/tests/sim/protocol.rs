@@ -459,16 +459,22 @@ async fn watch_send_initial_events_ends_with_annotated_bookmark() {
 }
 
 #[tokio::test]
-async fn periodic_bookmarks() {
+async fn periodic_bookmarks_only_at_a_version_newer_than_the_watchs() {
     timeout(T * 3, async {
         let sim = Simulator::builder().bookmark_interval(Duration::from_millis(100)).start().await.unwrap();
         sim.create("pods", Some("default"), pod("a", json!({}))).unwrap();
         let rv = sim.resource_version();
         let mut w = Conn::open(sim.addr(), "GET", &format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"), &[], None).await;
+        // The watch cache sends a bookmark only at a version newer than the watch's: a watch of a
+        // quiet resource hears nothing at all (five periods here).
+        assert!(w.event_within(Duration::from_millis(500)).await.is_err(), "a bookmark on a quiet watch");
+        sim.create("pods", Some("default"), pod("b", json!({}))).unwrap();
+        assert_eq!(ev(&w.event().await.unwrap()), ("ADDED".into(), "b".into(), (rv + 1).to_string()));
         let bm = w.event().await.unwrap();
-        assert_eq!(bm, json!({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion": rv.to_string()}}}));
-        // Without allowWatchBookmarks: none.
+        assert_eq!(bm, json!({"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion": (rv + 1).to_string()}}}));
+        // Without allowWatchBookmarks: none, even at a newer version.
         let mut w = Conn::open(sim.addr(), "GET", &format!("/api/v1/pods?watch=1&resourceVersion={rv}"), &[], None).await;
+        assert_eq!(ev(&w.event().await.unwrap()).0, "ADDED");
         assert!(w.event_within(Duration::from_millis(500)).await.is_err());
     })
     .await
@@ -481,17 +487,16 @@ async fn bookmark_two_seconds_before_the_deadline() {
         let sim = Simulator::start().await.unwrap(); // periodic bookmarks every 60 s: not in play
         sim.create("pods", Some("default"), pod("a", json!({}))).unwrap();
         let rv = sim.resource_version();
-        let mut w = Conn::open(
-            sim.addr(),
-            "GET",
-            &format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3"),
-            &[],
-            None,
-        )
-        .await;
+        let url = |rv: u64| format!("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=3");
+        let mut w = Conn::open(sim.addr(), "GET", &url(rv), &[], None).await;
+        sim.create("pods", Some("default"), pod("b", json!({}))).unwrap();
+        assert_eq!(ev(&w.event().await.unwrap()).0, "ADDED");
         let bm = w.event().await.unwrap();
-        assert_eq!(ev(&bm), ("BOOKMARK".into(), "".into(), rv.to_string()));
+        assert_eq!(ev(&bm), ("BOOKMARK".into(), "".into(), (rv + 1).to_string()));
         assert!(w.event().await.is_none(), "then the clean end at the deadline");
+        // A quiet watch (nothing newer than its version): no bookmark, only the clean end.
+        let mut w = Conn::open(sim.addr(), "GET", &url(rv + 1), &[], None).await;
+        assert!(w.event().await.is_none(), "a bookmark on a quiet watch");
     })
     .await
     .unwrap();
