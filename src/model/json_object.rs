@@ -605,6 +605,25 @@ fn whitespace_outside_strings(b: &[u8], from: usize) -> Option<usize> {
     None
 }
 
+/// The keys of a [`JsonObject::get`] path: split at dots, `\.` a dot within a key and `\\` a
+/// backslash (any other escaped character stands for itself).
+fn path_segments(path: &str) -> Vec<String> {
+    let mut segments = vec![String::new()];
+    let mut chars = path.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(escaped) = chars.next() {
+                    segments.last_mut().expect("never empty").push(escaped);
+                }
+            }
+            '.' => segments.push(String::new()),
+            c => segments.last_mut().expect("never empty").push(c),
+        }
+    }
+    segments
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -649,23 +668,4 @@ mod tests {
         );
         assert!(matches!(compact(r#"{"a":"b c"}"#), Cow::Borrowed(_)));
     }
-}
-
-/// The keys of a [`JsonObject::get`] path: split at dots, `\.` a dot within a key and `\\` a
-/// backslash (any other escaped character stands for itself).
-fn path_segments(path: &str) -> Vec<String> {
-    let mut segments = vec![String::new()];
-    let mut chars = path.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                if let Some(escaped) = chars.next() {
-                    segments.last_mut().expect("never empty").push(escaped);
-                }
-            }
-            '.' => segments.push(String::new()),
-            c => segments.last_mut().expect("never empty").push(c),
-        }
-    }
-    segments
 }
