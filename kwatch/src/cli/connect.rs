@@ -137,6 +137,10 @@ struct Collected {
     /// Every failure is printed as it happens, before the sync too (`kwatch watch`), except a
     /// 401/403 before the sync, which ends the command with its own line.
     print_before_sync: bool,
+    /// Resources (the 403 Status's `details.kind`) a command does without: their 403 before the
+    /// sync does not end it (`instances`: discovery serves from EndpointSlices alone when
+    /// Services are forbidden).
+    tolerated_forbidden: Vec<&'static str>,
 }
 
 /// Collects what the reflectors report: the last error, to explain a sync that does not happen;
@@ -158,6 +162,13 @@ impl ErrorCollector {
         this
     }
 
+    /// Does not end the command on a 403 for `resource` before the sync (see
+    /// `Collected::tolerated_forbidden`).
+    pub fn tolerating_forbidden(self, resource: &'static str) -> ErrorCollector {
+        self.lock().tolerated_forbidden.push(resource);
+        self
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
         // The callback only assigns fields: a panic elsewhere cannot leave them inconsistent.
         self.collected.lock().unwrap_or_else(|e| e.into_inner())
@@ -169,7 +180,11 @@ impl ErrorCollector {
         std::sync::Arc::new(move |e: &informer::Error| {
             let line = describe(e);
             let mut c = this.lock();
-            let auth_before_sync = !c.synced && is_auth_failure(e);
+            let tolerated = e.http_code() == Some(403)
+                && e.status()
+                    .and_then(|s| s.details.as_ref())
+                    .is_some_and(|d| c.tolerated_forbidden.iter().any(|r| *r == d.kind));
+            let auth_before_sync = !c.synced && is_auth_failure(e) && !tolerated;
             if c.synced || (c.print_before_sync && !auth_before_sync) {
                 // One line, escaped: the message comes from the server.
                 let line = line.replace('\n', " ");

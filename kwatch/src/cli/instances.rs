@@ -115,7 +115,9 @@ pub async fn run(global: &Global, args: InstancesArgs) -> CliResult {
             args.service.clone(),
         ),
     };
-    let errors = connect::ErrorCollector::default();
+    // Discovery does without Services when they are forbidden (it serves from the slices and
+    // says so in its metrics): their 403 does not end the command.
+    let errors = connect::ErrorCollector::default().tolerating_forbidden("services");
     // One factory for discovery and for the Service informer read here: discovery's own Service
     // informer of the namespace, not a second watch.
     let factory = Arc::new(InformerFactory::with_options(

@@ -752,6 +752,23 @@ fn endpoints_of(line: &Value) -> Vec<(String, u64, bool)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_serves_from_the_slices_when_services_are_forbidden() {
+    let sim = Simulator::start().await.unwrap();
+    service_with_slices(
+        &sim,
+        "single",
+        &[(None, 80, 8080)],
+        &[("single-a", &[(None, 8080)], &[("10.0.0.1", true)])],
+    );
+    sim.faults().forbid_reads_of("services", true);
+    let r = kwatch(&["--server", sim.url(), "instances", "single", "-o", "jsonl"]).await;
+    assert_eq!(r.code(), 0, "{}", r.stderr);
+    let lines = r.json_lines();
+    assert_eq!(lines.len(), 1, "{}", r.stdout);
+    assert!(lines[0].to_string().contains("10.0.0.1"), "{}", lines[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_without_port_one_port_or_every_port_once() {
     let sim = Simulator::start().await.unwrap();
     // One unnamed port.
