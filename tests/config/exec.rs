@@ -289,16 +289,18 @@ async fn cluster_info_is_passed_when_asked() {
     assert!(info["spec"].get("cluster").is_none(), "{info}");
 }
 
-#[tokio::test]
-async fn client_certificate_from_the_plugin_is_used_for_tls() {
-    let certs = Certs::new();
-    let dir = TempDir::new("exec-cert");
+/// A plugin in `dir` that prints `dir`'s `cert.pem` and `key.pem` (the client certificate of
+/// `certs` to begin with) as its credential and counts its runs ([`runs`]), a TLS server that
+/// accepts the client certificates `certs`' CA signed, and the `Config` of a kubeconfig joining
+/// them.
+async fn certificate_plugin(certs: &Certs, dir: &TempDir) -> (Arc<ServerState>, Config) {
     dir.write("cert.pem", &certs.client_cert_pem);
     dir.write("key.pem", &certs.client_key_pem);
     let plugin = dir.script(
         "plugin",
         &format!(
             r#"cd {}
+echo $(( $(cat count 2>/dev/null || echo 0) + 1 )) > count
 python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {{"clientCertificateData": open("cert.pem").read(), "clientKeyData": open("key.pem").read()}}}}))'"#,
             dir.path().display()
         ),
@@ -307,7 +309,7 @@ python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication
         accept_client_cert: true,
         ..Default::default()
     });
-    let addr = start_server(Some(&certs), state.clone()).await;
+    let addr = start_server(Some(certs), state.clone()).await;
     let cluster_extra = format!("    certificate-authority-data: {}\n", b64(&certs.ca_pem));
     let exec = format!(
         "      apiVersion: {V1}\n      command: /bin/bash\n      args: ['{}']\n",
@@ -320,6 +322,14 @@ python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication
     ))
     .await
     .unwrap();
+    (state, config)
+}
+
+#[tokio::test]
+async fn client_certificate_from_the_plugin_is_used_for_tls() {
+    let certs = Certs::new();
+    let dir = TempDir::new("exec-cert");
+    let (state, config) = certificate_plugin(&certs, &dir).await;
     assert!(config.tls.identity.is_some());
     // The plugin stays the provider (it runs again on a 401 or before an expiry), with no token
     // to send: the server accepts the request by its certificate alone.
@@ -415,34 +425,7 @@ async fn a_rotated_client_certificate_from_the_plugin_replaces_a_rejected_one() 
 
     let certs = Certs::new();
     let dir = TempDir::new("exec-cert-rotation");
-    dir.write("cert.pem", &certs.client_cert_pem);
-    dir.write("key.pem", &certs.client_key_pem);
-    let plugin = dir.script(
-        "plugin",
-        &format!(
-            r#"cd {}
-echo $(( $(cat count 2>/dev/null || echo 0) + 1 )) > count
-python3 -c 'import json; print(json.dumps({{"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential", "status": {{"clientCertificateData": open("cert.pem").read(), "clientKeyData": open("key.pem").read()}}}}))'"#,
-            dir.path().display()
-        ),
-    );
-    let state = Arc::new(ServerState {
-        accept_client_cert: true,
-        ..Default::default()
-    });
-    let addr = start_server(Some(&certs), state.clone()).await;
-    let cluster_extra = format!("    certificate-authority-data: {}\n", b64(&certs.ca_pem));
-    let exec = format!(
-        "      apiVersion: {V1}\n      command: /bin/bash\n      args: ['{}']\n",
-        plugin.display()
-    );
-    let config = load(kubeconfig(
-        &format!("https://localhost:{}", addr.port()),
-        &cluster_extra,
-        &exec,
-    ))
-    .await
-    .unwrap();
+    let (state, config) = certificate_plugin(&certs, &dir).await;
     let client = Client::new(config).unwrap();
     let answer: serde_json::Value = client.request(Method::GET, "/api", None).await.unwrap();
     assert_eq!(answer["ok"], true);
