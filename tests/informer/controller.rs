@@ -29,9 +29,9 @@ use tokio::time::Instant;
 use tokio::time::{sleep, timeout};
 
 /// Upper bound of every wait: far above what any step needs, even on a loaded machine.
-const PATIENCE: Duration = Duration::from_secs(60);
+pub(crate) const PATIENCE: Duration = Duration::from_secs(60);
 
-fn client(sim: &Simulator) -> Client {
+pub(crate) fn client(sim: &Simulator) -> Client {
     Client::new(Config::new(sim.url().parse().unwrap())).unwrap()
 }
 
@@ -40,7 +40,7 @@ fn configmap(name: &str, value: &str) -> Value {
 }
 
 /// Polls `check` every 10 ms until it holds, at most [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
     while !check() {
         assert!(

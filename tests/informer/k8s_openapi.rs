@@ -5,39 +5,20 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use informer::client::{DeleteParams, Patch, PatchParams, PostParams};
 use informer::model::Metadata;
 use informer::workqueue::{Action, Controller};
-use informer::{Api, Client, Config, DeletedObject, HandlerFns, InformerFactory, Object};
+use informer::{Api, DeletedObject, HandlerFns, InformerFactory, Object};
 use informer_sim::Simulator;
+
+use crate::controller::{PATIENCE, client, eventually};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec, ResourceRequirements};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde_json::json;
 use tokio::sync::oneshot;
-use tokio::time::sleep;
-
-/// Upper bound of every wait: far above what any step needs, even on a loaded machine.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-fn client(sim: &Simulator) -> Client {
-    Client::new(Config::new(sim.url().parse().unwrap())).unwrap()
-}
-
-/// Polls `check` every 10 ms until it holds, at most [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// A Pod with a CPU limit: a field the lean `informer::Pod` leaves out.
 fn pod(name: &str, app: &str) -> Pod {
