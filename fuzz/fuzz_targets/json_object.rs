@@ -4,7 +4,8 @@
 //! written back (`to_json`, and through serde to a `Value`) as the same JSON value, member order
 //! aside; decoding what it wrote gives the same object again; and the conversions to and from
 //! `DynamicObject`, when the map can hold the object, give it back as the same value. Dropping a
-//! top-level member removes exactly that member.
+//! top-level member removes exactly that member; paths reach any key, dots and backslashes
+//! escaped.
 #![no_main]
 
 use informer::{DynamicObject, JsonObject};
@@ -36,17 +37,24 @@ fuzz_target!(|input: &[u8]| {
         );
         let _: Result<DynamicObject, _> = DynamicObject::try_from(&back);
     }
-    // Paths read what the parsed value holds.
+    // Paths read what the parsed value holds, any key written with its dots and backslashes
+    // escaped.
     for (key, value) in members {
-        if !key.contains('.') && key != "metadata" {
-            assert_eq!(object.get(key).as_ref(), Some(value), "{key}");
+        if key != "metadata" {
+            assert_eq!(object.get(&escaped(key)).as_ref(), Some(value), "{key}");
+            assert_eq!(object.get_as::<Value>(&escaped(key)).unwrap().as_ref(), Some(value));
         }
     }
-    if let Some(key) = members.keys().find(|k| !k.contains('.') && *k != "metadata") {
+    if let Some(key) = members.keys().find(|k| *k != "metadata") {
         let mut edited = object.clone();
-        assert!(edited.remove(key));
+        assert!(edited.remove(&escaped(key)));
         let mut expected = members.clone();
         expected.remove(key);
         assert_eq!(serde_json::to_value(&edited).unwrap(), Value::Object(expected));
     }
 });
+
+/// A key as one segment of a `JsonObject` path.
+fn escaped(key: &str) -> String {
+    key.replace('\\', "\\\\").replace('.', "\\.")
+}

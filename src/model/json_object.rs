@@ -244,7 +244,7 @@ impl JsonObject {
         &self,
         path: &str,
     ) -> serde_json::Result<Option<T>> {
-        if !path.contains('.') {
+        if !path.contains(['.', '\\']) {
             if let Some(raw) = self.field(path) {
                 return serde_json::from_str(raw.get()).map(Some);
             }
@@ -286,8 +286,9 @@ impl JsonObject {
         serde_json::from_str(&self.to_json())
     }
 
-    /// Drops the value at a dot-separated path (a top-level member, or inside one: that member is
-    /// then parsed and written again); returns whether there was one. For an informer's
+    /// Drops the value at a dot-separated path, written as for [`get`](Self::get) (a top-level
+    /// member, or inside one: that member is then parsed and written again); returns whether
+    /// there was one. For an informer's
     /// transform. `metadata` is edited through [`Object::meta_mut`] instead.
     ///
     /// ```
@@ -300,14 +301,13 @@ impl JsonObject {
     /// assert_eq!(o.to_json(), r#"{"spec":{"a":1}}"#);
     /// ```
     pub fn remove(&mut self, path: &str) -> bool {
-        let (first, rest) = match path.split_once('.') {
-            Some((first, rest)) => (first, Some(rest)),
-            None => (path, None),
-        };
+        let segments = path_segments(path);
+        let (first, rest) = segments.split_first().expect("never empty");
+        let first = first.as_str();
         if first == "metadata" {
             return false;
         }
-        let Some(rest) = rest else {
+        if rest.is_empty() {
             let before = self.fields.len();
             self.retain_fields(|k| k != first);
             let removed = self.fields.len() != before;
@@ -323,7 +323,7 @@ impl JsonObject {
                 _ => {}
             }
             return removed;
-        };
+        }
         let Some(index) = self.fields.iter().rposition(|(k, _)| &**k == first) else {
             return false;
         };
@@ -411,27 +411,27 @@ impl TryFrom<&DynamicObject> for JsonObject {
 }
 
 /// Removes `path` (dot-separated) from `value`; whether something was there.
-fn remove_path(value: &mut Value, path: &str) -> bool {
-    let (first, rest) = match path.split_once('.') {
-        Some((first, rest)) => (first, Some(rest)),
-        None => (path, None),
+fn remove_path(value: &mut Value, path: &[String]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
     };
-    match (value, rest) {
-        (Value::Object(map), None) => map.remove(first).is_some(),
-        (Value::Object(map), Some(rest)) => {
-            map.get_mut(first).is_some_and(|v| remove_path(v, rest))
-        }
-        (Value::Array(items), rest) => {
+    match value {
+        Value::Object(map) if rest.is_empty() => map.remove(first.as_str()).is_some(),
+        Value::Object(map) => map
+            .get_mut(first.as_str())
+            .is_some_and(|v| remove_path(v, rest)),
+        Value::Array(items) => {
             let Ok(i) = first.parse::<usize>() else {
                 return false;
             };
-            match rest {
-                None if i < items.len() => {
+            if rest.is_empty() {
+                let there = i < items.len();
+                if there {
                     items.remove(i);
-                    true
                 }
-                None => false,
-                Some(rest) => items.get_mut(i).is_some_and(|v| remove_path(v, rest)),
+                there
+            } else {
+                items.get_mut(i).is_some_and(|v| remove_path(v, rest))
             }
         }
         _ => false,
@@ -667,5 +667,32 @@ mod tests {
             r#"{"a b":[1,"\" x"]}"#
         );
         assert!(matches!(compact(r#"{"a":"b c"}"#), Cow::Borrowed(_)));
+    }
+
+    /// Found by the `json_object` fuzz target: a key with backslashes, read and removed through
+    /// an escaped path (`get` unescaped it while `remove` and `get_as` did not).
+    #[test]
+    fn paths_escape_dots_and_backslashes_alike() {
+        let o = JsonObject::from_json(
+            r#"{"stat\\\\us":"Failure","a.b":{"c\\d":1,"e":[2,3]},"x":{"y":4}}"#,
+        )
+        .unwrap();
+        assert_eq!(o.get(r"stat\\\\us"), Some(parsed(r#""Failure""#)));
+        assert_eq!(
+            o.get_as::<String>(r"stat\\\\us").unwrap().as_deref(),
+            Some("Failure")
+        );
+        assert_eq!(o.get(r"stat\\us"), None);
+        assert_eq!(o.get_as::<String>(r"stat\\us").unwrap(), None);
+        assert_eq!(o.get(r"a\.b.c\\d"), Some(parsed("1")));
+        assert_eq!(o.get_as::<u32>(r"a\.b.e.1").unwrap(), Some(3));
+        let mut edited = o.clone();
+        assert!(!edited.remove(r"stat\\us"));
+        assert!(edited.remove(r"stat\\\\us"));
+        assert!(edited.remove(r"a\.b.c\\d"));
+        assert!(edited.remove(r"a\.b.e.0"));
+        assert!(!edited.remove(r"a\.b.e.1"));
+        assert!(edited.remove("x.y"));
+        assert_eq!(edited.to_json(), r#"{"a.b":{"e":[3]},"x":{}}"#);
     }
 }
