@@ -18,8 +18,8 @@ use std::thread;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use informer::Pod;
 use informer::fifo::{Delta, DeltaFifo, RawDelta};
+use informer::internals::watch::{EventDecoder, RawEvent};
 use informer::store::Writer;
-use informer::watch::{EventDecoder, RawEvent};
 
 const EVENTS: usize = 20_000;
 

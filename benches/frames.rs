@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
+use informer::internals::frame::FrameDecoder;
+use informer::internals::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{EndpointSlice, Object, ObjectMeta, PartialObjectMetadata, Pod};
 use serde::Deserialize;
 

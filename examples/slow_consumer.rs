@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use informer::Pod;
 use informer::fifo::{DeltaFifo, RawDelta};
+use informer::internals::watch::{EventDecoder, RawEvent};
 use informer::store::Writer;
-use informer::watch::{EventDecoder, RawEvent};
 
 fn main() {
     let (events, keys) = args();

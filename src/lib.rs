@@ -6,13 +6,14 @@
 //! Data flows one way through the modules:
 //!
 //! ```text
-//! config -> client -> frame -> watch -> reflector -> fifo -> store + informer (handlers) -> workqueue
+//! config -> client (frame -> watch) -> reflector -> fifo -> store + informer (handlers) -> workqueue
 //! ```
 //!
 //! * [`config`]: where the apiserver is and how to authenticate.
-//! * [`client`]: HTTP/1.1 and HTTP/2 over rustls; GET, paged LIST, WATCH.
-//! * [`frame`]: cuts a watch body into JSON values, however the bytes arrive.
-//! * [`watch`]: decodes frames into [`watch::WatchEvent`]s.
+//! * [`client`]: HTTP/1.1 and HTTP/2 over rustls; reads (GET, paged LIST, WATCH as
+//!   [`client::WatchEvent`]s) and writes. Its wire decoders (framing a watch body into JSON values,
+//!   decoding them into events) sit in a module hidden from these docs, for the benches and fuzz
+//!   targets.
 //! * [`reflector`]: lists and watches for ever, feeding the fifo.
 //! * [`fifo`]: the per-key coalescing queue between the reflector and the store (advanced: an
 //!   informer runs one for you).
@@ -38,8 +39,9 @@ pub mod config;
 pub mod discovery;
 pub mod error;
 pub mod fifo;
-pub mod frame;
 pub mod informer;
+#[doc(hidden)]
+pub mod internals;
 mod key_hash;
 mod keyed_queue;
 pub mod leaderelection;
@@ -52,8 +54,10 @@ mod rng;
 pub mod sharding;
 pub mod store;
 mod thread_pool;
-pub mod watch;
 pub mod workqueue;
+
+// The decoders keep their short paths inside the crate (`crate::frame`, `crate::watch`).
+use internals::{frame, watch};
 
 // The nouns a user needs, at the root; everything else lives in its stage's module.
 pub use client::{Api, Client, ListParams, WatchParams};

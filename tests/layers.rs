@@ -43,7 +43,9 @@ const LAYERS: &[&[&str]] = &[
         "thread_pool",
     ],
     &["frame"],
-    &["watch"],
+    // `internals` declares frame and watch (their public path, for benches and fuzz targets) and
+    // imports nothing.
+    &["watch", "internals"],
     &["config"],
     &["client"],
     &["fifo", "store"],

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hyper::Method;
 use informer::client::VersionMatch;
-use informer::watch::WatchEvent;
+use informer::client::WatchEvent;
 use informer::{Api, Client, ConfigMap, Informer, ListParams, WatchParams};
 use serde_json::json;
 use support::real_apiserver::*;

@@ -10,8 +10,8 @@
 //! resourceVersion read from the bytes are the decoded object's).
 #![no_main]
 
-use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
+use informer::internals::frame::FrameDecoder;
+use informer::internals::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{DynamicObject, Error, Pod};
 use libfuzzer_sys::fuzz_target;
 

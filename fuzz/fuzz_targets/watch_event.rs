@@ -7,9 +7,9 @@
 #![no_main]
 
 use bytes::Bytes;
-use informer::frame::Frame;
+use informer::internals::frame::Frame;
 use informer::model::PartialObjectMetadata;
-use informer::watch::{WatchEvent, decode_event};
+use informer::internals::watch::{WatchEvent, decode_event};
 use informer::{DynamicObject, EndpointSlice, Error, Object, Pod, Service};
 use libfuzzer_sys::fuzz_target;
 use serde::Serialize;

@@ -58,6 +58,8 @@ use hyper_rustls::FixedServerNameResolver;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde::{Deserialize, Serialize};
 
+/// What [`Api::watch`] yields: events decoded from a watch response as its bytes arrive.
+pub use crate::watch::{Bookmark, WatchEvent, WatchStream};
 pub use params::{
     ListParams, VersionMatch, WatchParams, encode_path_segment, validate_name, validate_namespace,
 };
@@ -72,7 +74,7 @@ use crate::error::{Error, Result, excerpt};
 use crate::model::ListMeta;
 use crate::model::meta::null_as_default;
 use crate::thread_pool::ThreadPool;
-use crate::watch::{WatchStream, decode_error, parse_json};
+use crate::watch::{decode_error, parse_json};
 use crate::{ApiResource, Object, Resource, Status};
 
 /// Largest error body read to build an error message.

@@ -190,7 +190,7 @@ pub trait KnownObjects<T>: Send + Sync {
 /// the object is decoded only if it survives coalescing.
 ///
 /// ```
-/// use informer::{fifo::RawDelta, watch::{EventDecoder, RawEvent}, Pod};
+/// use informer::{fifo::RawDelta, internals::watch::{EventDecoder, RawEvent}, Pod};
 /// let mut dec = EventDecoder::<Pod>::new();
 /// dec.push(b"{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
 /// let Some(RawEvent::Deleted(raw)) = dec.next_raw().unwrap() else { panic!() };

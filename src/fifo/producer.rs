@@ -288,7 +288,7 @@ impl<T: Object> DeltaFifo<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo, RawDelta}, store::Store};
-    /// # use informer::watch::{EventDecoder, RawEvent};
+    /// # use informer::internals::watch::{EventDecoder, RawEvent};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// let mut dec = EventDecoder::<Pod>::new();
@@ -360,7 +360,7 @@ impl<T: Object> DeltaFifo<T> {
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, fifo::DeltaFifo, store::Store};
-    /// # use informer::watch::{EventDecoder, RawEvent};
+    /// # use informer::internals::watch::{EventDecoder, RawEvent};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let (fifo, mut consumer) = DeltaFifo::new(Arc::new(Store::<Pod>::new()));
     /// let mut dec = EventDecoder::<Pod>::new();

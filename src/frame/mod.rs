@@ -42,7 +42,7 @@
 //! # Example
 //!
 //! ```
-//! use informer::frame::FrameDecoder;
+//! use informer::internals::frame::FrameDecoder;
 //!
 //! let mut dec = FrameDecoder::new();
 //! dec.push(b"{\"type\":\"ADDED\"}\n{\"ty");
@@ -130,7 +130,7 @@ impl FrameDecoder {
     /// A decoder with a given frame limit in bytes.
     ///
     /// ```
-    /// use informer::{Error, frame::FrameDecoder};
+    /// use informer::{Error, internals::frame::FrameDecoder};
     /// let mut dec = FrameDecoder::with_max_frame(8);
     /// dec.push(b"{\"a\":\"0123456789\"} {}");
     /// assert!(matches!(dec.next_frame(), Err(Error::FrameTooLarge { limit: 8 })));
@@ -164,7 +164,7 @@ impl FrameDecoder {
     /// carries on).
     ///
     /// ```
-    /// use informer::{Error, frame::FrameDecoder};
+    /// use informer::{Error, internals::frame::FrameDecoder};
     /// let mut dec = FrameDecoder::new();
     /// dec.push(b"{\"name\":\"never closes}\n{\"ok\":1}\n");
     /// assert!(matches!(dec.next_frame(), Err(Error::Decode { offset: 22, .. })));
@@ -303,7 +303,7 @@ impl FrameDecoder {
     /// complete and returned; anything else open is [`Error::UnexpectedEof`].
     ///
     /// ```
-    /// use informer::{Error, frame::FrameDecoder};
+    /// use informer::{Error, internals::frame::FrameDecoder};
     /// let mut dec = FrameDecoder::new();
     /// dec.push(b"{\"type\":\"ADD");
     /// assert!(dec.next_frame().unwrap().is_none());

@@ -24,7 +24,7 @@ use crate::frame::{Frame, FrameDecoder};
 /// pushes is never parsed over and over.
 ///
 /// ```
-/// use informer::{watch::{EventDecoder, WatchEvent}, Pod};
+/// use informer::{internals::watch::{EventDecoder, WatchEvent}, Pod};
 ///
 /// let mut dec = EventDecoder::<Pod>::new();
 /// dec.push(br#"{"type":"ADDED","object":{"metadata":{"name":"a","resourceVersion":"5"}}}
@@ -64,7 +64,7 @@ impl<T: Object> EventDecoder<T> {
     /// A decoder with the default frame limit ([`DEFAULT_MAX_FRAME_BYTES`](crate::frame::DEFAULT_MAX_FRAME_BYTES)).
     ///
     /// ```
-    /// let dec = informer::watch::EventDecoder::<informer::Pod>::new();
+    /// let dec = informer::internals::watch::EventDecoder::<informer::Pod>::new();
     /// assert_eq!(dec.buffered(), 0);
     /// ```
     pub fn new() -> Self {
@@ -74,7 +74,7 @@ impl<T: Object> EventDecoder<T> {
     /// A decoder whose events may be at most `max_frame` bytes of JSON each.
     ///
     /// ```
-    /// use informer::{watch::EventDecoder, Error, Pod};
+    /// use informer::{internals::watch::EventDecoder, Error, Pod};
     /// let mut dec = EventDecoder::<Pod>::with_max_frame(16);
     /// dec.push(b"{\"type\":\"ADDED\",\"object\":{}}\n");
     /// assert!(matches!(dec.next_event(), Err(Error::FrameTooLarge { limit: 16 })));

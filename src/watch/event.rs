@@ -21,7 +21,7 @@ pub const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
 /// One event of a watch.
 ///
 /// ```
-/// use informer::watch::WatchEvent;
+/// use informer::client::WatchEvent;
 /// let e: WatchEvent<informer::Pod> = WatchEvent::Bookmark(Default::default());
 /// assert_eq!(e.resource_version(), Some(""));
 /// ```
@@ -70,7 +70,7 @@ impl Bookmark {
     /// exactly `"true"`).
     ///
     /// ```
-    /// let mut b = informer::watch::Bookmark::default();
+    /// let mut b = informer::client::Bookmark::default();
     /// b.annotations.insert("k8s.io/initial-events-end".into(), "true".into());
     /// assert!(b.is_initial_events_end());
     /// ```

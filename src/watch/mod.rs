@@ -13,7 +13,7 @@
 //!   gone.
 //!
 //! ```
-//! use informer::{watch::{decode_event, WatchEvent}, frame::Frame, Pod};
+//! use informer::{internals::watch::{decode_event, WatchEvent}, internals::frame::Frame, Pod};
 //! let frame = Frame {
 //!     bytes: r#"{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"a","resourceVersion":"5"}}}"#.into(),
 //!     offset: 0,

@@ -27,7 +27,7 @@ pub(super) struct Span(u32, u32);
 /// it takes in, and so should any other code that holds raw objects for long.
 ///
 /// ```
-/// use informer::{watch::{EventDecoder, RawEvent}, Pod};
+/// use informer::{internals::watch::{EventDecoder, RawEvent}, Pod};
 /// let mut dec = EventDecoder::<Pod>::new();
 /// dec.push(b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":\"ns\",\"resourceVersion\":\"7\"}}}\n");
 /// let Some(RawEvent::Modified(raw)) = dec.next_raw().unwrap() else { panic!() };
@@ -119,7 +119,7 @@ impl RawObject {
     /// otherwise be stored under another key. A mismatch is an [`Error::Decode`].
     ///
     /// ```
-    /// use informer::{watch::{EventDecoder, RawEvent}, Error, Pod};
+    /// use informer::{internals::watch::{EventDecoder, RawEvent}, Error, Pod};
     /// let mut dec = EventDecoder::<Pod>::new();
     /// dec.push(b"{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\",\"resourceVersion\":\"1\"}}}\n");
     /// let Some(RawEvent::Added(raw)) = dec.next_raw().unwrap() else { panic!() };
@@ -176,7 +176,7 @@ impl<T: Object> RawEvent<T> {
     /// ([`RawObject::decode_object`]).
     ///
     /// ```
-    /// use informer::{watch::{EventDecoder, WatchEvent}, Pod};
+    /// use informer::{internals::watch::{EventDecoder, WatchEvent}, Pod};
     /// let mut dec = EventDecoder::<Pod>::new();
     /// dec.push(b"{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\"}}}\n");
     /// let event = dec.next_raw().unwrap().unwrap().decode().unwrap();

@@ -62,7 +62,7 @@ where
     /// The response body the events are read from (to ask, say, which HTTP version carries it).
     ///
     /// ```
-    /// # use informer::{ConfigMap, watch::WatchStream};
+    /// # use informer::{ConfigMap, internals::watch::WatchStream};
     /// let stream: WatchStream<ConfigMap, _> =
     ///     WatchStream::new(http_body_util::Full::new(bytes::Bytes::new()), 1 << 20);
     /// let _body: &http_body_util::Full<bytes::Bytes> = stream.body();
@@ -145,7 +145,7 @@ where
 /// use std::future::poll_fn;
 /// use std::pin::Pin;
 /// use futures_core::Stream;
-/// use informer::watch::{WatchEvent, WatchStream};
+/// use informer::client::{WatchEvent, WatchStream};
 /// use informer::ConfigMap;
 /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 /// let body = http_body_util::Full::new(bytes::Bytes::from_static(

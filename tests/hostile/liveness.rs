@@ -254,7 +254,7 @@ async fn an_http2_watch_that_goes_silent_after_its_headers_fails_within_45_secon
         .await
         .unwrap();
     match stream.next().await {
-        Some(Ok(informer::watch::WatchEvent::Added(cm))) => assert_eq!(cm.metadata.name, "two"),
+        Some(Ok(informer::client::WatchEvent::Added(cm))) => assert_eq!(cm.metadata.name, "two"),
         other => panic!("{other:?}"),
     }
     assert_eq!(relay.accepted(), 2);

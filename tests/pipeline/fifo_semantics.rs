@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use informer::Pod;
 use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, RawDelta};
+use informer::internals::watch::{EventDecoder, RawEvent};
 use informer::store::{Ref, Writer};
-use informer::watch::{EventDecoder, RawEvent};
 
 fn pod(key: &str, rv: &str, uid: &str) -> Arc<Pod> {
     let mut p = Pod::default();
@@ -846,7 +846,7 @@ fn a_raw_object_that_does_not_decode_is_dropped_reported_and_blocks_caught_up() 
 }
 
 /// The object of [`raw_event`], as a streaming list's initial event hands it over.
-fn raw_listed(key: u64, rv: u64) -> informer::watch::RawObject {
+fn raw_listed(key: u64, rv: u64) -> informer::internals::watch::RawObject {
     match raw_event(key, rv) {
         RawDelta::Modified(o) => o,
         _ => unreachable!(),

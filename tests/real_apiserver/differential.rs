@@ -219,7 +219,7 @@ async fn patch(client: &Client, path: &str, body: Value) -> Value {
 
 /// Raw watch events up to and including the ADDED of configmap `end`.
 async fn events_until_end(
-    stream: &mut informer::watch::WatchStream<DynamicObject, ResponseBody>,
+    stream: &mut informer::client::WatchStream<DynamicObject, ResponseBody>,
 ) -> Vec<Value> {
     let mut out = Vec::new();
     loop {
@@ -483,7 +483,7 @@ pub async fn error_answers(client: &Client) -> Vec<(String, u16, Value)> {
             Ok(resp) => {
                 // A watch: the answer is its first event.
                 let code = resp.status().as_u16();
-                let mut stream = informer::watch::WatchStream::<DynamicObject, _>::new(
+                let mut stream = informer::client::WatchStream::<DynamicObject, _>::new(
                     resp.into_body(),
                     1 << 20,
                 );

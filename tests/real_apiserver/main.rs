@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 
 use hyper::Method;
 use informer::client::VersionMatch;
+use informer::client::WatchEvent;
 use informer::reflector::Phase;
-use informer::watch::WatchEvent;
 use informer::{
     Api, ApiResource, Client, ConfigMap, DeletedObject, DynamicObject, EndpointSlice, Endpoints,
     Error, EventHandler, Informer, ListParams, Object, WatchParams,
@@ -237,7 +237,7 @@ fn rv_num(rv: &str) -> u64 {
 
 /// Reads events until `n` non-bookmark events arrived (bookmarks are returned too).
 async fn next_events<T: Object>(
-    stream: &mut informer::watch::WatchStream<T, informer::client::ResponseBody>,
+    stream: &mut informer::client::WatchStream<T, informer::client::ResponseBody>,
     n: usize,
 ) -> Vec<WatchEvent<T>> {
     let mut out = Vec::new();

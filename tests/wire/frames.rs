@@ -1,8 +1,8 @@
 //! The frame decoder and event decoder on real apiserver bytes, cut in every possible way.
 
 use crate::support::raw_server::{capture, fixture};
-use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
+use informer::internals::frame::FrameDecoder;
+use informer::internals::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{DynamicObject, EndpointSlice, Endpoints, Error, Pod};
 
 const WATCH_CAPTURES: &[&str] = &[
@@ -112,7 +112,7 @@ fn pretty_printed_status_is_one_frame() {
     event.extend_from_slice(b"}\n");
     let frames = frames_of(&[&event]);
     assert_eq!(frames.len(), 1);
-    let f = informer::frame::Frame {
+    let f = informer::internals::frame::Frame {
         bytes: frames[0].clone().into(),
         offset: 0,
     };
@@ -222,7 +222,7 @@ fn the_expired_error_event_and_the_etcd2_error_without_code() {
 
 #[test]
 fn object_before_type_decodes_the_same() {
-    let f = informer::frame::Frame {
+    let f = informer::internals::frame::Frame {
         bytes: r#"{"object":{"metadata":{"name":"a","resourceVersion":"9"}},"type":"MODIFIED","extra":[1,{"x":2}]}"#.into(),
         offset: 0,
     };

@@ -1,7 +1,7 @@
 //! The client over real loopback HTTP against a raw server that replays real apiserver bytes.
 
 use crate::support::raw_server::{Body, RawServer, Reply, capture};
-use informer::watch::WatchEvent;
+use informer::client::WatchEvent;
 use informer::{Api, DynamicObject, Endpoints, Error, ListParams, WatchParams};
 use std::time::Duration;
 

@@ -5,8 +5,8 @@
 //! paths: the envelope decoded at once, and the raw path the fifo decodes lazily.
 
 use crate::support::raw_server::{capture, fixture};
-use informer::frame::FrameDecoder;
-use informer::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
+use informer::internals::frame::FrameDecoder;
+use informer::internals::watch::{EventDecoder, RawEvent, WatchEvent, decode_event};
 use informer::{DynamicObject, JsonObject, Object};
 use serde::Serialize;
 use serde_json::Value;
