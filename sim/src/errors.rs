@@ -239,6 +239,24 @@ impl ApiError {
         .with_details(json!({"kind": resource}))
     }
 
+    /// Not an answer: the connection is closed instead (the fault
+    /// [`reset_next`](crate::faults::Faults::reset_next)). Code 0, which no HTTP status has.
+    pub fn connection_reset() -> Self {
+        ApiError {
+            code: 0,
+            reason: "ConnectionReset",
+            message: "injected fault: the connection is closed without an answer".into(),
+            details: None,
+            continue_token: None,
+            retry_after: None,
+        }
+    }
+
+    /// True for [`connection_reset`](Self::connection_reset).
+    pub fn is_connection_reset(&self) -> bool {
+        self.code == 0
+    }
+
     /// An injected failure (429, 500, 503, ...) with `Retry-After: 1`.
     pub fn injected(code: u16) -> Self {
         let (reason, message) = match code {

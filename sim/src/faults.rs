@@ -50,6 +50,8 @@ pub(crate) enum Injected {
     StalledBody(u16),
     /// `503` from a proxy: a plain-text body (envoy's) and `Retry-After: N`.
     PlainRetryAfter(u32),
+    /// No answer: the connection is closed once the request is read.
+    Reset,
 }
 
 /// When a watch connection is aborted.
@@ -354,6 +356,25 @@ impl Faults {
             Injected::PlainRetryAfter(retry_after),
             k,
         ));
+    }
+
+    /// Closes the connection of each of the next `k` requests without answering it, as a load
+    /// balancer or an apiserver going away does (the client reads no status line: a transport
+    /// error, "connection closed before message completed").
+    ///
+    /// ```no_run
+    /// # async fn demo() -> std::io::Result<()> {
+    /// let sim = informer_sim::Simulator::start().await?;
+    /// sim.faults().reset_next(3);
+    /// # Ok(()) }
+    /// ```
+    pub fn reset_next(&self, k: usize) {
+        let mut q = self
+            .state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        q.extend(std::iter::repeat_n(Injected::Reset, k));
     }
 
     /// Sends an ERROR 429 (`TooManyRequests`) event into every open watch, then ends them.

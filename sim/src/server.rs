@@ -4,7 +4,6 @@
 //! Network input is hostile: every parse failure becomes a 4xx `Status`, never a panic.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,7 +130,7 @@ where
     let svc_shared = shared.clone();
     let svc = service_fn(move |req| {
         let shared = svc_shared.clone();
-        async move { Ok::<_, Infallible>(handle(shared, client_cert, req).await) }
+        async move { handle(shared, client_cert, req).await }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Go's net/http writes canonical header names (`Content-Type`); so do we, for byte-level
@@ -183,17 +182,32 @@ fn value_response(faults: &Faults, code: u16, v: &Value) -> Response<SimBody> {
     json_response(faults, code, serde_json::to_vec(v).unwrap_or_default())
 }
 
+/// The request's answer, or `Err` to close the connection without one (hyper closes it when
+/// the service fails).
 async fn handle(
     shared: Arc<Shared>,
     client_cert: bool,
     req: Request<Incoming>,
-) -> Response<SimBody> {
+) -> Result<Response<SimBody>, ConnectionReset> {
     let faults = shared.faults.clone();
     match route(&shared, client_cert, req).await {
-        Ok(r) => r,
-        Err(e) => error_response(&faults, &e),
+        Ok(r) => Ok(r),
+        Err(e) if e.is_connection_reset() => Err(ConnectionReset),
+        Err(e) => Ok(error_response(&faults, &e)),
     }
 }
+
+/// The injected fault [`Faults::reset_next`]: the connection closed instead of an answer.
+#[derive(Debug)]
+struct ConnectionReset;
+
+impl std::fmt::Display for ConnectionReset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("injected fault: connection closed without an answer")
+    }
+}
+
+impl std::error::Error for ConnectionReset {}
 
 fn authenticate(
     shared: &Shared,
@@ -247,6 +261,7 @@ async fn route(
             return Ok(r);
         }
         Some(Injected::EmptyObject) => return Ok(json_response(faults, 200, b"{}".to_vec())),
+        Some(Injected::Reset) => return Err(ApiError::connection_reset()),
         Some(Injected::StalledBody(code)) => {
             let status = format!(
                 r#"{{"kind":"Status","apiVersion":"v1","metadata":{{}},"status":"Failure","message":"injected fault: a body that stalls","reason":"InternalError","code":{code}}}"#

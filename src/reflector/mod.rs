@@ -55,6 +55,11 @@
 //!   list when one is cut before its end (WL6), the LIST fallback of a refused streaming list, and a
 //!   new watch when one ends cleanly (R18).
 //!
+//! A watch that cannot be opened for what client-go's REST client retries itself (a transport
+//! error or a timeout, a 5xx with a `Retry-After`) is tried again from the same version after a
+//! backoff, up to 10 times in a row (client-go's `maxRetries`), and only then relisted (R23): the version
+//! is not in question, and a relist would cost the server a LIST for nothing.
+//!
 //! Where we differ from client-go, on purpose: a very short watch (under a second, no events) is
 //! retried after a backoff *from the same version* instead of relisting, since the version is still
 //! good (a 410 would say otherwise).
@@ -147,11 +152,13 @@ pub const INITIAL_EVENTS_WARNING: Duration = Duration::from_secs(10);
 /// ```
 pub const INITIAL_EVENTS_DEADLINE: Duration = Duration::from_secs(60);
 
-/// How many 5xx answers with a `Retry-After` in a row a streaming list waits out and tries again
-/// before it is given up for a paginated LIST (this round): client-go's REST client retries a
-/// request so up to `maxRetries` (10) times before its caller sees the error. A 429 is waited
-/// out and tried again without a limit (WL7).
-const MAX_RETRY_AFTER_WAITS: u32 = 10;
+/// How many times in a row a request that client-go's REST client would retry itself is tried
+/// again before the reflector gives it up: a streaming list answered with a 5xx and a
+/// `Retry-After` (then a paginated LIST, this round), a watch that could not be opened for a
+/// transport error or a timeout, or for a 5xx with a `Retry-After` (then a relist). client-go's
+/// REST client retries such requests up to `maxRetries` (10) times before its caller sees the
+/// error (R23). A 429 and a refused connection are tried again without a limit (R19, WL7).
+const MAX_REST_RETRIES: u32 = 10;
 
 /// The default [`ReflectorOptions::max_list_pages`]: 10,000 pages, 5 million objects at the default
 /// page size (the largest clusters hold a few hundred thousand of a kind).
@@ -337,8 +344,11 @@ pub struct Reflector<T> {
     /// instead of polling).
     failure_signal: Option<tokio::sync::watch::Sender<()>>,
     /// 5xx answers with a `Retry-After` the streaming list of this relist has waited out in a
-    /// row (see [`MAX_RETRY_AFTER_WAITS`]).
+    /// row (see [`MAX_REST_RETRIES`]).
     retry_after_waits: u32,
+    /// Watches that could not be opened for a reason client-go's REST client retries (a transport
+    /// error, a timeout, a 5xx with a `Retry-After`), in a row (see [`MAX_REST_RETRIES`]).
+    watch_open_retries: u32,
 }
 
 /// How the next relist lists.
@@ -436,6 +446,7 @@ impl<T: Object + Clone> Reflector<T> {
             stream_delivered: false,
             failure_signal: None,
             retry_after_waits: 0,
+            watch_open_retries: 0,
         }
     }
 
@@ -642,6 +653,14 @@ fn version_gone(e: &Error) -> bool {
     e.is_expired()
         || e.status()
             .is_some_and(|s| s.is_too_large_resource_version())
+}
+
+/// True for what client-go's REST client retries itself when it opens a watch (R23), before its
+/// reflector sees an error: a transport error (a reset or closed connection, a probable EOF) or
+/// a timeout, and a 5xx that carries a `Retry-After`.
+fn rest_client_retries(e: &Error) -> bool {
+    matches!(e, Error::Transport { .. } | Error::Timeout(_))
+        || (e.retry_after_seconds().is_some() && matches!(e.http_code(), Some(500..=599)))
 }
 
 /// True for "connection refused": the server is not there (yet); its state is not in question.

@@ -12,7 +12,7 @@ use crate::fifo::{DeletedObject, Delta, PAGE_BYTES, RawDelta};
 use crate::watch::{RawEvent, RawObject, WatchEvent, WatchStream};
 
 use super::{
-    CutRetry, EventVersions, INITIAL_EVENTS_WARNING, ListPlan, ListVersion, MAX_RETRY_AFTER_WAITS,
+    CutRetry, EventVersions, INITIAL_EVENTS_WARNING, ListPlan, ListVersion, MAX_REST_RETRIES,
     Phase, Reflector, State, is_refused, version_gone,
 };
 
@@ -319,7 +319,7 @@ impl<T: Object + Clone> Reflector<T> {
     /// WL7: 429 and refused connections retry after a backoff; an expired version retries at once
     /// with a consistent read; a 5xx with a `Retry-After` waits it (as a LIST or a watch does:
     /// the backoff step or the Retry-After, whichever is longer, up to the cap) and streams again,
-    /// up to [`MAX_RETRY_AFTER_WAITS`] times in a row, as client-go's REST client retries it
+    /// up to [`MAX_REST_RETRIES`] times in a row, as client-go's REST client retries it
     /// before its reflector sees the error; anything else, `Invalid`/`BadRequest` (a server
     /// without streaming lists, or one apiserver of several that has them off) included, falls
     /// back to LIST for this round: the next relist streams again (WL8, as client-go does), so
@@ -348,7 +348,7 @@ impl<T: Object + Clone> Reflector<T> {
         }
         let asks_to_wait =
             e.retry_after_seconds().is_some() && matches!(e.http_code(), Some(500..=599));
-        if asks_to_wait && self.retry_after_waits < MAX_RETRY_AFTER_WAITS {
+        if asks_to_wait && self.retry_after_waits < MAX_REST_RETRIES {
             self.retry_after_waits += 1;
             return self.backoff_then(State::Relist, &e);
         }

@@ -13,7 +13,10 @@ use crate::error::Error;
 use crate::fifo::{DeletedObject, Delta, RawDelta};
 use crate::watch::{RawEvent, WatchEvent, WatchStream};
 
-use super::{EventVersions, Handled, Phase, Reflector, Silence, State, is_refused};
+use super::{
+    EventVersions, Handled, MAX_REST_RETRIES, Phase, Reflector, Silence, State, is_refused,
+    rest_client_retries,
+};
 
 impl<T: Object + Clone> Reflector<T> {
     /// One step of an open watch: the next event (or the fifo's decode failure, or the watch's
@@ -101,6 +104,7 @@ impl<T: Object + Clone> Reflector<T> {
         };
         match self.api.watch(&params).await {
             Ok(stream) => {
+                self.watch_open_retries = 0;
                 self.set_silence_limit(&stream, timeout_seconds, self.options.bookmarks);
                 self.event_versions = match self.last_rv.as_str() {
                     "" | "0" => EventVersions::SyntheticAddsFirst,
@@ -119,7 +123,13 @@ impl<T: Object + Clone> Reflector<T> {
                 if is_refused(&e) || e.http_code() == Some(429) {
                     // R19: the version is still good; try the watch again after a while.
                     self.backoff_then(State::Watch, &e)
+                } else if rest_client_retries(&e) && self.watch_open_retries < MAX_REST_RETRIES {
+                    // R23: client-go's REST client tries such a watch again itself; the version
+                    // is not in question, so a relist would cost the server a LIST for nothing.
+                    self.watch_open_retries += 1;
+                    self.backoff_then(State::Watch, &e)
                 } else {
+                    self.watch_open_retries = 0;
                     self.backoff_then(State::Relist, &e)
                 }
             }

@@ -524,3 +524,33 @@ async fn a_handler_may_spawn_tasks() {
         .expect("the handler's task never ran");
     assert_eq!(name.as_deref(), Some("a"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_closed_while_a_watch_opens_are_retried_without_a_relist() {
+    // R23: what client-go's REST client retries itself (here three connections closed with no
+    // answer, as a load balancer or an apiserver going away does) costs the server no LIST.
+    let sim = Simulator::start().await.unwrap();
+    sim.create("configmaps", Some("a"), cm("a", "c1", 0))
+        .unwrap();
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    inf.start();
+    inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
+    let (lists, watches) = (inf.health().lists, inf.health().watches);
+
+    sim.faults().reset_next(3);
+    sim.faults().close_all_watches();
+    sim.create("configmaps", Some("a"), cm("a", "c2", 0))
+        .unwrap();
+    assert!(eventually(60, || inf.store().get("a", "c2").is_some()).await);
+    let health = inf.health();
+    assert_eq!(health.lists, lists, "no relist: {health:?}");
+    assert!(health.watches > watches, "watched again: {health:?}");
+    assert!(
+        health
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("connection closed")),
+        "the closed connections reached the reflector: {health:?}"
+    );
+    inf.stop();
+}

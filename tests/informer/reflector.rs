@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::raw_server::{RawServer, Reply};
+use crate::support::raw_server::{Body, RawServer, Reply};
 use crate::support::scripted::{event, list, query, status, stream};
 use informer::fifo::DeltaFifo;
 use informer::reflector::{BackoffOptions, Reflector, ReflectorOptions};
@@ -193,6 +193,52 @@ async fn too_many_requests_retries_the_watch_without_relisting() {
         "allowWatchBookmarks=true&resourceVersion=10&watch=true"
     );
     assert_eq!(q[3], q[2], "the same watch again, no LIST in between");
+}
+
+/// The reflector's requests when the watch after the list meets `closed` connections closed with
+/// no answer, then a watch stream.
+async fn watch_after_closed_connections(closed: usize, n: usize) -> Vec<String> {
+    let step = Arc::new(Mutex::new(0));
+    let s = step.clone();
+    let server = RawServer::start(move |_| {
+        let mut step = s.lock().unwrap();
+        *step += 1;
+        match *step {
+            1 => Reply::json(422, status(422, "Invalid", "no streaming lists")),
+            2 => list("10", &["c1"]),
+            k if k <= 2 + closed => Reply {
+                head: Vec::new(),
+                body: Body::Closed,
+            },
+            _ => stream(&[event("MODIFIED", "c1", "12")]),
+        }
+    })
+    .await;
+    requests(&server, n).await.0
+}
+
+#[tokio::test]
+async fn a_connection_closed_while_opening_the_watch_retries_the_watch_without_relisting() {
+    // R23: client-go's REST client retries a watch that met a transport error (up to 10 times)
+    // before its reflector sees it; the version is not in question, so no relist.
+    let q = watch_after_closed_connections(3, 6).await;
+    let watch = "allowWatchBookmarks=true&resourceVersion=10&watch=true";
+    assert_eq!(
+        q[2..6],
+        [watch; 4],
+        "the same watch four times, no LIST in between: {q:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_that_cannot_be_opened_eleven_times_in_a_row_relists() {
+    let q = watch_after_closed_connections(11, 14).await;
+    let watch = "allowWatchBookmarks=true&resourceVersion=10&watch=true";
+    assert_eq!(q[2..13], [watch; 11], "{q:?}");
+    assert!(
+        q[13].contains("sendInitialEvents=true"),
+        "then a relist (streaming again, WL8): {q:?}"
+    );
 }
 
 #[tokio::test]

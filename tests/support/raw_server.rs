@@ -89,6 +89,9 @@ pub enum Body {
     Stalled { announced: usize, sent: Vec<u8> },
     /// No answer at all: not even a status line, the socket held open until the client goes away.
     Silence,
+    /// No answer at all: the connection closed as soon as the request is read (a load balancer
+    /// or an apiserver going away).
+    Closed,
     /// Chunked: each chunk written after its delay (on the tokio clock, so a paused clock runs
     /// it in virtual time), then no end: the connection stays open, silent, until the client
     /// closes it (a stuck stream, or one whose end never comes).
@@ -181,6 +184,9 @@ impl RawServer {
                     let line = text.lines().next().unwrap_or("").to_owned();
                     seen.lock().unwrap().push(text.clone());
                     let reply = route(&line);
+                    if matches!(reply.body, Body::Closed) {
+                        return; // dropping the socket closes it
+                    }
                     if matches!(reply.body, Body::Silence) {
                         let mut rest = [0u8; 1024];
                         while let Ok(n) = sock.read(&mut rest).await {
@@ -217,7 +223,7 @@ impl RawServer {
                             }
                             Ok(())
                         }
-                        Body::Silence => Ok(()),
+                        Body::Silence | Body::Closed => Ok(()),
                         Body::Chunks(chunks) | Body::ChunksThenCut(chunks) => {
                             out.extend_from_slice(b"Transfer-Encoding: chunked\r\n\r\n");
                             if sock.write_all(&out).await.is_err() {
