@@ -58,6 +58,9 @@ use hyper_rustls::FixedServerNameResolver;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde::{Deserialize, Serialize};
 
+/// Redirects [`Client::send`] follows in a row (Go's `http.Client` stops after 10).
+const MAX_REDIRECTS: u32 = 10;
+
 /// What [`Api::watch`] yields: events decoded from a watch response as its bytes arrive.
 pub use crate::watch::{Bookmark, WatchEvent, WatchStream};
 pub use params::{
@@ -249,6 +252,12 @@ impl Client {
     /// returns the response if its status is 2xx; any other status becomes an [`Error`] built from
     /// the body's `Status`. Retries once with a fresh token on 401 when tokens come from a provider.
     ///
+    /// Redirects are followed, up to 10 in a row as Go's client does, when they stay under the
+    /// configured server URL (its scheme, host, port and path), so the credentials never go
+    /// anywhere else: a 307 or 308 with the same method and body, a 301, 302 or 303 for a `GET`
+    /// only (these turn other methods into a `GET`, which would drop a write). Any other redirect
+    /// is an [`Error::Http`] with its code and why it was not followed.
+    ///
     /// The response's headers must come within [`Config::open_timeout`], else
     /// [`Error::Timeout`]; the connection that did not answer is not used again.
     pub async fn send(
@@ -258,8 +267,11 @@ impl Client {
         body: Option<(Bytes, &'static str)>,
     ) -> Result<Response<ResponseBody>> {
         let mut retried = false;
+        let mut redirects = 0;
+        let mut path = std::borrow::Cow::Borrowed(path_and_query);
         let open_timeout = self.inner.config.open_timeout;
         loop {
+            let path_and_query = &*path;
             let req = self.build(&method, path_and_query, body.clone()).await?;
             self.retire_connections_of_an_older_certificate();
             let started = std::time::Instant::now();
@@ -298,6 +310,27 @@ impl Client {
             if status.is_success() {
                 return Ok(resp);
             }
+            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+                let not_followed = match self.redirect_target(&method, &resp) {
+                    Ok(_) if redirects == MAX_REDIRECTS => {
+                        format!("stopped after {MAX_REDIRECTS} redirects")
+                    }
+                    Ok(next) => {
+                        tracing::debug!(%method, from = path_and_query, to = next, "redirected");
+                        redirects += 1;
+                        path = std::borrow::Cow::Owned(next);
+                        continue;
+                    }
+                    Err(why) => why,
+                };
+                return Err(Error::Http {
+                    code: status.as_u16(),
+                    excerpt: format!(
+                        "{method} {path_and_query}: redirect not followed: {not_followed}"
+                    ),
+                    retry_after_seconds: None,
+                });
+            }
             if status == StatusCode::UNAUTHORIZED && !retried {
                 if let Auth::Provider(p) = &self.inner.config.auth {
                     p.invalidate();
@@ -306,6 +339,50 @@ impl Client {
                 }
             }
             return Err(error_from_response(resp, self.inner.config.body_stall_timeout).await);
+        }
+    }
+
+    /// Where a redirect answer sends the request next, as a path and query under the server URL,
+    /// or why it is not followed (see [`send`](Self::send)).
+    fn redirect_target(
+        &self,
+        method: &Method,
+        resp: &Response<ResponseBody>,
+    ) -> std::result::Result<String, String> {
+        let status = resp.status();
+        let keeps_method = matches!(
+            status,
+            StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+        );
+        if !keeps_method && *method != Method::GET {
+            return Err(format!(
+                "a {} would turn the {method} into a GET",
+                status.as_u16()
+            ));
+        }
+        let location = resp
+            .headers()
+            .get(hyper::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .ok_or("no Location header")?;
+        let base = &self.inner.base;
+        let full = if location.starts_with('/') && !location.starts_with("//") {
+            // An absolute path on the same origin: the base's scheme and authority.
+            let origin_end = base
+                .find("://")
+                .and_then(|i| base[i + 3..].find('/').map(|j| i + 3 + j))
+                .unwrap_or(base.len());
+            format!("{}{location}", &base[..origin_end])
+        } else {
+            location.to_owned()
+        };
+        match full.strip_prefix(base.as_str()) {
+            Some(rest) if rest.starts_with('/') => Ok(rest.to_owned()),
+            Some(rest) if rest.starts_with('?') || rest.is_empty() => Ok(format!("/{rest}")),
+            _ => Err(format!(
+                "{location:?} is outside the server URL {}",
+                redact_url(base)
+            )),
         }
     }
 

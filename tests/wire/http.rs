@@ -1,8 +1,9 @@
 //! The client over real loopback HTTP against a raw server that replays real apiserver bytes.
 
 use crate::support::raw_server::{Body, RawServer, Reply, capture};
+use informer::client::PostParams;
 use informer::client::WatchEvent;
-use informer::{Api, DynamicObject, Endpoints, Error, ListParams, WatchParams};
+use informer::{Api, ConfigMap, DynamicObject, Endpoints, Error, ListParams, WatchParams};
 use std::time::Duration;
 
 const WATCH: &str = "wire/real-1.20-watch-endpoints-from-list-rv.http";
@@ -322,4 +323,86 @@ async fn connection_refused_is_a_retryable_transport_error() {
         "{e:?}"
     );
     assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
+}
+
+const CM: &str = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c1","namespace":"a","resourceVersion":"5"}}"#;
+
+fn redirect(code: u16, location: &str) -> Reply {
+    Reply::json(code, "").with_header(&format!("Location: {location}"))
+}
+
+#[tokio::test]
+async fn redirects_under_the_server_url_are_followed_and_the_others_are_errors() {
+    let server = RawServer::start(|line| {
+        let path = line.split(' ').nth(1).unwrap_or("");
+        let cms = "/api/v1/namespaces/a/configmaps";
+        match (line.split(' ').next().unwrap_or(""), path.strip_prefix(cms)) {
+            ("GET", Some("/moved")) => redirect(302, "/api/v1/namespaces/a/configmaps/c1"),
+            ("GET", Some("/absolute")) => redirect(301, "/api/v1/namespaces/a/configmaps/moved"),
+            ("GET", Some("/away")) => redirect(302, "http://elsewhere.invalid/api/v1/namespaces/a/configmaps/c1"),
+            ("GET", Some("/loop")) => redirect(307, "/api/v1/namespaces/a/configmaps/loop"),
+            ("GET", Some("/c1")) => Reply::json(200, CM),
+            ("POST", Some("?fieldManager=m")) => redirect(302, "/api/v1/namespaces/a/configmaps?fieldManager=m&x=1"),
+            ("POST", Some("?fieldManager=temporary")) => redirect(307, "/api/v1/namespaces/a/configmaps?fieldManager=m&moved=1"),
+            ("POST", Some("?fieldManager=m&moved=1")) => Reply::json(201, CM),
+            _ => Reply::json(404, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#),
+        }
+    })
+    .await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), "a");
+
+    // Followed: a 302 of a GET, and two in a row (301, then 302).
+    assert_eq!(api.get("moved").await.unwrap().metadata.name, "c1");
+    assert_eq!(api.get("absolute").await.unwrap().metadata.name, "c1");
+    let lines = server.request_lines();
+    assert!(
+        lines[1].starts_with("GET /api/v1/namespaces/a/configmaps/c1 "),
+        "{lines:?}"
+    );
+
+    // Not followed: another origin, a loop past 10, a 302 of a write.
+    let away = api.get("away").await.unwrap_err();
+    assert!(matches!(away, Error::Http { code: 302, .. }), "{away}");
+    assert!(
+        away.to_string().contains("outside the server URL"),
+        "{away}"
+    );
+    let before = server.request_lines().len();
+    let looping = api.get("loop").await.unwrap_err();
+    assert!(
+        looping.to_string().contains("stopped after 10 redirects"),
+        "{looping}"
+    );
+    assert_eq!(
+        server.request_lines().len() - before,
+        11,
+        "the first request and 10 redirects"
+    );
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = "c1".into();
+    let post = |manager: &str| PostParams {
+        field_manager: Some(manager.into()),
+        ..Default::default()
+    };
+    let write = api.create(&post("m"), &cm).await.unwrap_err();
+    assert!(
+        write.to_string().contains("would turn the POST into a GET"),
+        "{write}"
+    );
+
+    // A 307 keeps the method and the body.
+    let before = server.request_lines().len();
+    assert_eq!(
+        api.create(&post("temporary"), &cm)
+            .await
+            .unwrap()
+            .metadata
+            .name,
+        "c1"
+    );
+    let requests = server.requests.lock().unwrap()[before + 1..].to_vec();
+    assert!(
+        requests[0].starts_with("POST /api/v1/namespaces/a/configmaps?fieldManager=m&moved=1 "),
+        "{requests:?}"
+    );
 }
