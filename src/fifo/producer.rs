@@ -222,10 +222,17 @@ impl<T: Object> DeltaFifo<T> {
 
     /// Resolves when a raw object failed to decode (possibly before this call: the notice is kept
     /// until someone waits); then [`take_decode_error`](Self::take_decode_error) has the error,
-    /// unless it was taken already. For a producer that must relist without waiting for its next
+    /// unless it was taken already (or the wake was the informer's, asking for a relist). For a producer that must relist without waiting for its next
     /// event.
     pub async fn decode_failed(&self) {
         self.shared.decode_notify.notified().await
+    }
+
+    /// Wakes the producer waiting in [`decode_failed`](Self::decode_failed) (or the next one to
+    /// wait) with no decode error to take: the informer asks its reflector to look at a relist
+    /// request this way, so that a watch waits on one notification per event.
+    pub(crate) fn interrupt_producer(&self) {
+        self.shared.decode_notify.notify_one();
     }
 
     /// Whether the producer may decode `len` more bytes of this relist's JSON (counted either way).

@@ -179,6 +179,8 @@ struct Shared<T: Object> {
     /// each applied pop (see `versions.rs` for the fences that pair the two).
     version_waiters: std::sync::atomic::AtomicUsize,
     pop_applied: tokio::sync::Notify,
+    /// Relists asked for by [`Informer::relist`] and fenced controllers.
+    relists: Arc<crate::reflector::RelistRequests>,
     /// Bumped when the informer syncs, when a handler finishes its initial list, and when the
     /// reflector records a failure in its health: what the sync waits
     /// ([`Informer::wait_for_sync`], [`Informer::wait_for_handler_sync`], the controllers and
@@ -283,8 +285,10 @@ impl<T: Object + Clone> Informer<T> {
         let transform = dynamic::with_stamping(api.resource(), transform);
         let (fifo, consumer) = DeltaFifo::new(store.clone());
         let progress = tokio::sync::watch::Sender::new(());
-        let mut reflector =
-            Reflector::new(api, fifo.clone(), options).with_failure_signal(progress.clone());
+        let relists = Arc::new(crate::reflector::RelistRequests::default());
+        let mut reflector = Reflector::new(api, fifo.clone(), options)
+            .with_failure_signal(progress.clone())
+            .with_relist_requests(relists.clone());
         if let Some(t) = transform {
             reflector = reflector.with_transform(t);
         }
@@ -301,6 +305,7 @@ impl<T: Object + Clone> Informer<T> {
                 applied: AtomicU64::new(0),
                 version_waiters: std::sync::atomic::AtomicUsize::new(0),
                 pop_applied: tokio::sync::Notify::new(),
+                relists,
                 progress,
                 synced: Arc::new(AtomicBool::new(false)),
                 pool,

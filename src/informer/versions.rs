@@ -131,6 +131,87 @@ impl<T: Object> Informer<T> {
         })
     }
 
+    /// Lists the resource again, now, and waits until the store holds that list (and whatever
+    /// the watch brought after it), at most `timeout`: for when the cache must be known to be as
+    /// new as the server at some moment, such as after a network partition that may have hidden
+    /// changes from the watch (a watch cut by one is watched again from where it was, which
+    /// loses nothing, but one that hangs unnoticed keeps the store where it was). The list is
+    /// one that *started* after the call; handlers get what it changed, as after any relist. A
+    /// timeout is an [`Error::Timeout`] (the informer not started, or the server unreachable:
+    /// its health says which).
+    ///
+    /// A fenced [`Controller`](crate::workqueue::Controller) does this for each of its informers
+    /// whenever its fence opens.
+    ///
+    /// ```no_run
+    /// # async fn demo(cms: informer::Informer<informer::ConfigMap>) -> informer::Result<()> {
+    /// cms.relist(std::time::Duration::from_secs(30)).await?;
+    /// // The store is at least as new as the server was when relist was called.
+    /// # Ok(()) }
+    /// ```
+    pub async fn relist(&self, timeout: Duration) -> Result<()> {
+        let generation = self.shared.relists.request();
+        self.shared.fifo.interrupt_producer();
+        self.wait_for_list(|list| list.serves >= generation, timeout)
+            .await
+            .map_err(|waited| {
+                Error::Timeout(format!(
+                    "relist: no list in the store after {waited:?} (the reflector is {:?})",
+                    self.shared.health.lock().unwrap().phase
+                ))
+            })
+    }
+
+    /// Asks for a relist unless the last completed list started at `since` or later (a fenced
+    /// controller's catch-up when its fence opens); returns what
+    /// [`wait_listed_since`](Self::wait_listed_since) waits for. Not async, so that a caller
+    /// catching several informers up asks all of them before it waits for any.
+    pub(crate) fn relist_unless_listed_since(&self, since: std::time::Instant) -> u64 {
+        match self.shared.relists.last_completed() {
+            Some(list) if list.started >= since => u64::MAX,
+            _ => {
+                let generation = self.shared.relists.request();
+                self.shared.fifo.interrupt_producer();
+                generation
+            }
+        }
+    }
+
+    /// Waits until the store holds a list that started at `since` or later, or the one `asked`
+    /// for ([`relist_unless_listed_since`](Self::relist_unless_listed_since)).
+    pub(crate) async fn wait_listed_since(&self, since: std::time::Instant, asked: u64) {
+        let waited = self
+            .wait_for_list(
+                |list| list.started >= since || list.serves >= asked,
+                Duration::MAX, // tokio waits for ever when the deadline overflows
+            )
+            .await;
+        debug_assert!(waited.is_ok(), "no timeout");
+    }
+
+    /// Waits until the latest completed list satisfies `which` and the store has applied it.
+    async fn wait_for_list(
+        &self,
+        which: impl Fn(&crate::reflector::CompletedList) -> bool,
+        timeout: Duration,
+    ) -> std::result::Result<(), Duration> {
+        let relists = &self.shared.relists;
+        let store = &self.shared.store;
+        self.wait_until(
+            || {
+                relists.last_completed().is_some_and(|list| {
+                    which(&list)
+                        && at_least(
+                            &store.last_applied_resource_version(),
+                            &list.resource_version,
+                        )
+                })
+            },
+            timeout,
+        )
+        .await
+    }
+
     /// Completes once `condition` holds, looked at after each pop the processor applies; `Err`
     /// with the time waited when `timeout` passes first.
     async fn wait_until(

@@ -32,10 +32,12 @@ impl<T: Object + Clone> Reflector<T> {
         // means the store missed an event, and the relist must not wait for the next one.
         // `select` polls its first future first: a decode failure wins over an event
         // that is ready at the same time.
+        // A relist asked for from outside (the `relist` module) wakes this wait too, through
+        // the fifo (`DeltaFifo::interrupt_producer`): one wait per event, not two.
         let next = {
-            let decode_failed = pin!(self.fifo.decode_failed());
+            let interrupted = pin!(self.fifo.decode_failed());
             let event = pin!(tokio::time::timeout(idle, stream.next_raw()));
-            match select(decode_failed, event).await {
+            match select(interrupted, event).await {
                 Either::Left(((), _)) => None,
                 Either::Right((next, _)) => Some(next),
             }
@@ -45,6 +47,10 @@ impl<T: Object + Clone> Reflector<T> {
                 Some(e) => {
                     self.fail(&e);
                     self.backoff_then(State::Relist, &e)
+                }
+                None if self.relist_pending() => {
+                    tracing::debug!("a relist was asked for; relisting");
+                    State::Relist
                 }
                 None => State::Watching {
                     stream,

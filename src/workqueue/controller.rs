@@ -54,7 +54,7 @@ use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::{Pin, pin};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::future::{Either, select};
 use tracing::Instrument as _;
@@ -228,12 +228,17 @@ impl<K, E, Ctx> ErrorPolicy<K, E, Ctx> for Backoff {
 /// Registers one handler on one informer when `run` starts.
 type Source = Box<dyn FnOnce(&WorkQueue<ObjectRef>) -> Registered + Send>;
 
-/// A handler registered by `run`: a future that completes once it has synced, and how to remove
-/// it.
+/// A handler registered by `run`: a future that completes once it has synced, how to remove
+/// it, and how to bring its informer's store up to a list that started at a given moment or
+/// later (a fenced run's catch-up when its fence opens).
 struct Registered {
     synced: Pin<Box<dyn Future<Output = ()> + Send>>,
     remove: Box<dyn FnOnce() + Send + Sync>,
+    listed_since: CatchUp,
 }
+
+/// See [`Registered::listed_since`].
+type CatchUp = Arc<dyn Fn(Instant) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
 /// A controller for objects of kind `K`: reconciles each object, as the primary informer's
 /// store holds it, whenever it or an object related to it changes. See the
@@ -373,8 +378,14 @@ impl<K: Object + Clone, P> Controller<K, P> {
                     mapper,
                 });
                 let synced = informer.clone();
+                let fresh = informer.clone();
                 Registered {
                     synced: Box::pin(async move { synced.handler_synced(id).await }),
+                    listed_since: Arc::new(move |since| {
+                        let asked = fresh.relist_unless_listed_since(since);
+                        let fresh = fresh.clone();
+                        Box::pin(async move { fresh.wait_listed_since(since, asked).await })
+                    }),
                     remove: Box::new(move || {
                         informer.remove_handler(id);
                     }),
@@ -561,6 +572,15 @@ impl<K: Object + Clone, P> Controller<K, P> {
     /// fence holds a token, get it as `reconcile(object, ctx, token)`, and are cancelled when it
     /// closes.
     ///
+    /// An opening does not reach the workers before every informer of the controller (the
+    /// primary, owned and watched ones) holds a list that started after the fence was last
+    /// closed: after a partition longer than the lease, or when a follower whose watches may
+    /// have hung takes over, the store could be older than changes the new leadership must not
+    /// miss (under sharding, objects moved to another shard meanwhile). An informer that
+    /// relisted since the close is not listed again; the others relist
+    /// ([`Informer::relist`]'s mechanism), so a takeover costs one LIST per informer and waits
+    /// for it. A fence already open when the informers have synced opens at once.
+    ///
     /// With a [`LeaderElector`](crate::leaderelection::LeaderElector), this is a controller on
     /// many replicas of which one reconciles at a time:
     ///
@@ -610,12 +630,19 @@ impl<K: Object + Clone, P> Controller<K, P> {
         S: Future<Output = ()>,
     {
         let mut shutdown = pin!(shutdown);
-        let Some((store, pool, policy, _handlers)) = self.sync(shutdown.as_mut()).await else {
+        let Some((store, pool, policy, handlers)) = self.sync(shutdown.as_mut()).await else {
             return RunSummary::default();
         };
+        let catch_up: Vec<CatchUp> = handlers
+            .0
+            .iter()
+            .map(|h| Arc::clone(&h.listed_since))
+            .collect();
+        let (gated, workers_fence) = tokio::sync::watch::channel(None);
+        let gate = pin!(open_when_caught_up(fence, gated, catch_up));
         let (reconcile, policy) = (Arc::new(reconcile), Arc::new(policy));
-        pool.run_fenced_outcomes(
-            fence,
+        let run = pool.run_fenced_outcomes(
+            workers_fence,
             move |key, token| {
                 let reconcile = Arc::clone(&reconcile);
                 reconcile_one(
@@ -627,8 +654,13 @@ impl<K: Object + Clone, P> Controller<K, P> {
                 )
             },
             shutdown,
-        )
-        .await
+        );
+        // The gate ends when the elector's fence closes for good (its sender dropped, which
+        // closes the workers' fence too); the run ends at shutdown.
+        match select(pin!(run), gate).await {
+            Either::Left((summary, _)) => summary,
+            Either::Right(((), run)) => run.await,
+        }
     }
 
     /// Registers the handlers and waits until every informer has synced and its handler has
@@ -660,6 +692,63 @@ impl<K: Object + Clone, P> Controller<K, P> {
             return None;
         }
         Some((store, pool, policy, handlers))
+    }
+}
+
+/// Forwards `fence` to the workers (`gated`), except that an opening is held back until every
+/// informer of the controller holds a list that started after the fence was last seen closed:
+/// after a partition longer than the lease, or a takeover by a replica whose watches may have
+/// hung, the store could otherwise be older than the changes the new leadership must not miss
+/// (a shard's objects moved to another shard meanwhile, say). An informer whose reflector
+/// relisted since the close (after a 410, or a broken watch) is not listed again; the others
+/// are (`Informer::relist_unless_listed_since`). A fence already open when the workers start opens at once:
+/// the informers have just synced. A change of the fence during the catch-up wins over it.
+/// Returns once `fence`'s sender is gone; dropping `gated` then closes the workers' fence.
+async fn open_when_caught_up<Tok: Clone + PartialEq>(
+    mut fence: tokio::sync::watch::Receiver<Option<Tok>>,
+    gated: tokio::sync::watch::Sender<Option<Tok>>,
+    catch_up: Vec<CatchUp>,
+) {
+    let mut closed_since = None::<Instant>;
+    loop {
+        let value = fence.borrow_and_update().clone();
+        match value {
+            None => {
+                gated.send_if_modified(|open| open.take().is_some());
+                closed_since.get_or_insert_with(Instant::now);
+            }
+            Some(token) if gated.borrow().as_ref() == Some(&token) => {}
+            Some(token) => {
+                // Another leadership: the old one's workers stop while this one catches up.
+                if gated.send_if_modified(|open| open.take().is_some()) {
+                    closed_since = Some(Instant::now());
+                }
+                if let Some(since) = closed_since {
+                    tracing::debug!("the fence opened: catching the informers up before work");
+                    let caught_up = async {
+                        // One after the other: each completes once its list is in, so waiting
+                        // for them in turn waits for all, and their relists run meanwhile.
+                        let started: Vec<_> = catch_up.iter().map(|c| c(since)).collect();
+                        for done in started {
+                            done.await;
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        changed = fence.changed() => match changed {
+                            Ok(()) => continue,
+                            Err(_) => return,
+                        },
+                        _ = caught_up => {}
+                    }
+                }
+                closed_since = None;
+                gated.send_replace(Some(token));
+            }
+        }
+        if fence.changed().await.is_err() {
+            return;
+        }
     }
 }
 

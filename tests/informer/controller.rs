@@ -919,3 +919,110 @@ async fn requeue_after_reconciles_the_object_again_after_the_delay() {
     assert_eq!(queue.metrics().retries, 2, "two delayed adds");
     configmaps.stop();
 }
+
+/// A fenced controller whose fence reopens while its watches hid a change (as a partition does):
+/// the workers start only once the store holds a list taken after the fence closed, so no
+/// reconcile under the new opening reads the older object. Without the catch-up, the requeued
+/// key would be reconciled at once on the stale store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reopened_fence_waits_for_a_fresh_list_before_any_reconcile() {
+    let sim = Simulator::start().await.unwrap();
+    sim.faults().disable_watch_list(true); // relists are LISTs, which stalled watches let through
+    let (configmaps, controller) = configmap_controller(&sim, &["c1"], WorkQueue::new()).await;
+    let (fence, fenced) = tokio::sync::watch::channel(None::<u64>);
+    let (seen_tx, mut seen) = mpsc::unbounded_channel::<(u64, String)>();
+    let (stop, stopped) = stop_signal();
+    let run =
+        tokio::spawn(controller.run_fenced(
+            fenced,
+            move |cm: Arc<ConfigMap>,
+                  seen: Arc<mpsc::UnboundedSender<(u64, String)>>,
+                  token: u64| async move {
+                let _ = seen.send((token, cm.data["v"].to_string()));
+                // Back in the queue at once: the key is due again whenever the fence opens.
+                Ok::<_, Infallible>(Action::RequeueAfter(Duration::from_millis(20)))
+            },
+            Arc::new(seen_tx),
+            stopped,
+        ));
+
+    fence.send_replace(Some(1));
+    assert_eq!(
+        next(&mut seen, "a reconcile under token 1").await,
+        (1, "0".into())
+    );
+    fence.send_replace(None);
+    // Reconciles under token 1 may still finish; none starts once the workers saw the close.
+    sim.faults().stall_watches();
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "c1",
+        &json!({"data": {"v": "1"}}),
+    )
+    .unwrap();
+    sleep(Duration::from_millis(100)).await; // the key is requeued and due meanwhile
+    assert_eq!(
+        &configmaps.store().get("default", "c1").unwrap().data["v"],
+        "0",
+        "the stalled watch hides the change"
+    );
+    let lists = configmaps.health().lists;
+
+    fence.send_replace(Some(2));
+    loop {
+        let (token, v) = next(&mut seen, "a reconcile under token 2").await;
+        if token == 2 {
+            assert_eq!(
+                v, "1",
+                "the first reconcile of the new opening reads the fresh list"
+            );
+            break;
+        }
+    }
+    assert_eq!(
+        configmaps.health().lists,
+        lists + 1,
+        "one relist caught the store up"
+    );
+    sim.faults().resume_watches();
+    stop.send(()).ok();
+    run.await.unwrap();
+    configmaps.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relist_brings_what_a_hung_watch_hid() {
+    let sim = Simulator::start().await.unwrap();
+    sim.faults().disable_watch_list(true);
+    sim.create("configmaps", Some("default"), configmap("c1", "0"))
+        .unwrap();
+    let configmaps = Informer::new(
+        informer::Api::<ConfigMap>::namespaced(client(&sim), "default"),
+        Default::default(),
+    );
+    configmaps.start();
+    configmaps.wait_for_sync(PATIENCE).await.unwrap();
+    sim.faults().stall_watches();
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "c1",
+        &json!({"data": {"v": "1"}}),
+    )
+    .unwrap();
+    sim.create("configmaps", Some("default"), configmap("c2", "0"))
+        .unwrap();
+    configmaps.relist(PATIENCE).await.unwrap();
+    let store = configmaps.store();
+    assert_eq!(&store.get("default", "c1").unwrap().data["v"], "1");
+    assert!(store.get("default", "c2").is_some());
+    let health = configmaps.health();
+    assert_eq!(health.lists, 2, "{health:?}");
+    assert_eq!(
+        health.consecutive_failures, 0,
+        "a relist asked for is no failure"
+    );
+    sim.faults().resume_watches();
+    configmaps.stop();
+}
