@@ -23,6 +23,7 @@ PANELS = (
 NAMES = {
     "kube-rs": "kube-rs 5.0",
     "client-go-current": "client-go 1.37",
+    "client-go-1.37": "client-go 1.37 (protobuf)",
     "client-go": "client-go",
     "informer": "informer",
     "informer-k8s": "informer (k8s-openapi)",
@@ -60,7 +61,7 @@ def main(argv):
         clients += [c for c in medians if c not in clients]
     colour = {c: COLOURS[i % len(COLOURS)] for i, c in enumerate(clients)}
 
-    label_w, panel_w, bar_h, gap = 150, 250, 16, 4
+    label_w, panel_w, bar_h, gap = 185, 250, 16, 4
     width = label_w + len(PANELS) * (panel_w + 20) + 10
     y, body = 30, []
     for title, medians in runs:
