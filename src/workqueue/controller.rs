@@ -733,13 +733,11 @@ async fn open_when_caught_up<Tok: Clone + PartialEq>(
                             done.await;
                         }
                     };
-                    tokio::select! {
-                        biased;
-                        changed = fence.changed() => match changed {
-                            Ok(()) => continue,
-                            Err(_) => return,
-                        },
-                        _ = caught_up => {}
+                    // `select` polls its first future first: a change of the fence wins.
+                    match select(pin!(fence.changed()), pin!(caught_up)).await {
+                        Either::Left((Ok(()), _)) => continue,
+                        Either::Left((Err(_), _)) => return,
+                        Either::Right(((), _)) => {}
                     }
                 }
                 closed_since = None;
