@@ -57,8 +57,8 @@
 //!
 //! A watch that cannot be opened for what client-go's REST client retries itself (a transport
 //! error or a timeout, a 5xx with a `Retry-After`) is tried again from the same version after a
-//! backoff, up to 10 times in a row (client-go's `maxRetries`), and only then relisted (R23): the version
-//! is not in question, and a relist would cost the server a LIST for nothing.
+//! backoff, up to 10 times in a row (client-go's `maxRetries`), and only then relisted (R23):
+//! the version is not in question, and a relist would cost the server a LIST for nothing.
 //!
 //! Where we differ from client-go, on purpose: a very short watch (under a second, no events) is
 //! retried after a backoff *from the same version* instead of relisting, since the version is still

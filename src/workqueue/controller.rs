@@ -701,9 +701,10 @@ impl<K: Object + Clone, P> Controller<K, P> {
 /// hung, the store could otherwise be older than the changes the new leadership must not miss
 /// (a shard's objects moved to another shard meanwhile, say). An informer whose reflector
 /// relisted since the close (after a 410, or a broken watch) is not listed again; the others
-/// are (`Informer::relist_unless_listed_since`). A fence already open when the workers start opens at once:
-/// the informers have just synced. A change of the fence during the catch-up wins over it.
-/// Returns once `fence`'s sender is gone; dropping `gated` then closes the workers' fence.
+/// are (`Informer::relist_unless_listed_since`). A fence already open when the workers start
+/// opens at once: the informers have just synced. A change of the fence during the catch-up
+/// wins over it. Returns once `fence`'s sender is gone; dropping `gated` then closes the
+/// workers' fence.
 async fn open_when_caught_up<Tok: Clone + PartialEq>(
     mut fence: tokio::sync::watch::Receiver<Option<Tok>>,
     gated: tokio::sync::watch::Sender<Option<Tok>>,
