@@ -58,7 +58,8 @@ use hyper_rustls::FixedServerNameResolver;
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde::{Deserialize, Serialize};
 
-/// Redirects [`Client::send`] follows in a row (Go's `http.Client` stops after 10).
+/// Redirects [`Client::send`] takes in a row: as Go's `http.Client`, the request that gets the
+/// tenth is the last one (nine followed).
 const MAX_REDIRECTS: u32 = 10;
 
 /// What [`Api::watch`] yields: events decoded from a watch response as its bytes arrive.
@@ -252,11 +253,12 @@ impl Client {
     /// returns the response if its status is 2xx; any other status becomes an [`Error`] built from
     /// the body's `Status`. Retries once with a fresh token on 401 when tokens come from a provider.
     ///
-    /// Redirects are followed, up to 10 in a row as Go's client does, when they stay under the
-    /// configured server URL (its scheme, host, port and path), so the credentials never go
-    /// anywhere else: a 307 or 308 with the same method and body, a 301, 302 or 303 for a `GET`
-    /// only (these turn other methods into a `GET`, which would drop a write). Any other redirect
-    /// is an [`Error::Http`] with its code and why it was not followed.
+    /// Redirects are followed, nine in a row as Go's client does (it stops at the tenth), when
+    /// they stay under the configured server URL (its scheme, host, port and path, with no `.`
+    /// or `..` segment), so the credentials never go anywhere else: a 307 or 308 with the same
+    /// method and body, a 301, 302 or 303 for a `GET` only (these turn other methods into a
+    /// `GET`, which would drop a write). Any other redirect is an [`Error::Http`] with its code
+    /// and why it was not followed.
     ///
     /// The response's headers must come within [`Config::open_timeout`], else
     /// [`Error::Timeout`]; the connection that did not answer is not used again.
@@ -310,9 +312,10 @@ impl Client {
             if status.is_success() {
                 return Ok(resp);
             }
-            if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
+            if matches!(status.as_u16(), 301 | 302 | 303 | 307 | 308) {
                 let not_followed = match self.redirect_target(&method, &resp) {
-                    Ok(_) if redirects == MAX_REDIRECTS => {
+                    // Go's count: the request that got the tenth redirect is the last one.
+                    Ok(_) if redirects + 1 == MAX_REDIRECTS => {
                         format!("stopped after {MAX_REDIRECTS} redirects")
                     }
                     Ok(next) => {
@@ -376,6 +379,14 @@ impl Client {
         } else {
             location.to_owned()
         };
+        let path = full.split(['?', '#']).next().unwrap_or("");
+        let dot_segment = path.split('/').any(|segment| {
+            let segment = segment.to_ascii_lowercase().replace("%2e", ".");
+            segment == "." || segment == ".."
+        });
+        if dot_segment {
+            return Err(format!("{location:?} has a dot segment"));
+        }
         match full.strip_prefix(base.as_str()) {
             Some(rest) if rest.starts_with('/') => Ok(rest.to_owned()),
             Some(rest) if rest.starts_with('?') || rest.is_empty() => Ok(format!("/{rest}")),

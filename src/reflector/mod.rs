@@ -520,6 +520,12 @@ impl<T: Object + Clone> Reflector<T> {
             State::Relist => {
                 self.set_phase(Phase::Listing);
                 let generation = self.relist_requests.as_ref().map_or(0, |r| r.latest());
+                if generation > self.list_started.0 {
+                    // Asked for from outside: the list must be as new as the server, which a
+                    // list from the last seen version need not be (an exact read from etcd, or a
+                    // lagging watch cache's).
+                    self.list_version = ListVersion::Consistent;
+                }
                 self.list_started = (generation, Instant::now());
                 // Boxed, like `open_watch`: a reflector spends its life watching, and its task
                 // then holds only the watching state's locals, not the largest of every state's
@@ -566,6 +572,7 @@ impl<T: Object + Clone> Reflector<T> {
     fn listed(&mut self, rv: String, objects: u64) {
         self.list_version = ListVersion::LastSeen;
         self.cut_retry = CutRetry::Available;
+        self.watch_open_retries = 0;
         let summary = ListSummary {
             resource_version: rv.clone(),
             objects,

@@ -288,6 +288,9 @@ pub struct Controller<K: Object, P = Backoff> {
     pool: WorkerPool<ObjectRef>,
     sources: Vec<Source>,
     policy: P,
+    /// When it was built: a fenced run's first opening needs lists no older (see
+    /// `open_when_caught_up`).
+    created: Instant,
 }
 
 impl<K: Object + Clone> Controller<K> {
@@ -335,6 +338,7 @@ impl<K: Object + Clone> Controller<K> {
             pool: WorkerPool::new(queue, workers),
             sources: Vec::new(),
             policy: Backoff,
+            created: Instant::now(),
         };
         controller.watches(primary, |obj: &K| Some(ObjectRef::from_obj(obj)))
     }
@@ -448,6 +452,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
             pool: self.pool,
             sources: self.sources,
             policy,
+            created: self.created,
         }
     }
 
@@ -578,8 +583,9 @@ impl<K: Object + Clone, P> Controller<K, P> {
     /// have hung takes over, the store could be older than changes the new leadership must not
     /// miss (under sharding, objects moved to another shard meanwhile). An informer that
     /// relisted since the close is not listed again; the others relist
-    /// ([`Informer::relist`]'s mechanism), so a takeover costs one LIST per informer and waits
-    /// for it. A fence already open when the informers have synced opens at once.
+    /// ([`Informer::relist`]'s mechanism, a consistent read), so a takeover costs one LIST per
+    /// informer and waits for it. The first opening needs lists started after the controller
+    /// was built: none more when its informers were started with it.
     ///
     /// With a [`LeaderElector`](crate::leaderelection::LeaderElector), this is a controller on
     /// many replicas of which one reconciles at a time:
@@ -630,6 +636,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
         S: Future<Output = ()>,
     {
         let mut shutdown = pin!(shutdown);
+        let created = self.created;
         let Some((store, pool, policy, handlers)) = self.sync(shutdown.as_mut()).await else {
             return RunSummary::default();
         };
@@ -639,7 +646,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
             .map(|h| Arc::clone(&h.listed_since))
             .collect();
         let (gated, workers_fence) = tokio::sync::watch::channel(None);
-        let gate = pin!(open_when_caught_up(fence, gated, catch_up));
+        let gate = pin!(open_when_caught_up(fence, gated, catch_up, created));
         let (reconcile, policy) = (Arc::new(reconcile), Arc::new(policy));
         let run = pool.run_fenced_outcomes(
             workers_fence,
@@ -675,6 +682,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
             pool,
             sources,
             policy,
+            created: _,
         } = self;
         let queue = pool.queue().clone();
         // Removed from the informers when `run` ends, or when its future is dropped.
@@ -701,16 +709,18 @@ impl<K: Object + Clone, P> Controller<K, P> {
 /// hung, the store could otherwise be older than the changes the new leadership must not miss
 /// (a shard's objects moved to another shard meanwhile, say). An informer whose reflector
 /// relisted since the close (after a 410, or a broken watch) is not listed again; the others
-/// are (`Informer::relist_unless_listed_since`). A fence already open when the workers start
-/// opens at once: the informers have just synced. A change of the fence during the catch-up
+/// are (`Informer::relist_unless_listed_since`). The first opening needs lists that started
+/// after the controller was built (`created`): no extra LIST when the informers were started
+/// with it, one for informers that ran long before. A change of the fence during the catch-up
 /// wins over it. Returns once `fence`'s sender is gone; dropping `gated` then closes the
 /// workers' fence.
 async fn open_when_caught_up<Tok: Clone + PartialEq>(
     mut fence: tokio::sync::watch::Receiver<Option<Tok>>,
     gated: tokio::sync::watch::Sender<Option<Tok>>,
     catch_up: Vec<CatchUp>,
+    created: Instant,
 ) {
-    let mut closed_since = None::<Instant>;
+    let mut closed_since = Some(created);
     loop {
         let value = fence.borrow_and_update().clone();
         match value {
@@ -740,6 +750,9 @@ async fn open_when_caught_up<Tok: Clone + PartialEq>(
                         Either::Left((Err(_), _)) => return,
                         Either::Right(((), _)) => {}
                     }
+                }
+                if fence.borrow().as_ref() != Some(&token) {
+                    continue; // it changed as the catch-up ended: look again
                 }
                 closed_since = None;
                 gated.send_replace(Some(token));
