@@ -150,8 +150,7 @@ impl<T: Object> Informer<T> {
     /// # Ok(()) }
     /// ```
     pub async fn relist(&self, timeout: Duration) -> Result<()> {
-        let generation = self.shared.relists.request();
-        self.shared.fifo.interrupt_producer();
+        let generation = self.ask_relist();
         self.wait_for_list(|list| list.serves >= generation, timeout)
             .await
             .map_err(|waited| {
@@ -169,12 +168,16 @@ impl<T: Object> Informer<T> {
     pub(crate) fn relist_unless_listed_since(&self, since: std::time::Instant) -> u64 {
         match self.shared.relists.last_completed() {
             Some(list) if list.started >= since => u64::MAX,
-            _ => {
-                let generation = self.shared.relists.request();
-                self.shared.fifo.interrupt_producer();
-                generation
-            }
+            _ => self.ask_relist(),
         }
+    }
+
+    /// Asks the reflector for a list that starts after this call and wakes it if it is watching
+    /// (through the fifo: see the reflector's `relist` module); returns the request's generation.
+    fn ask_relist(&self) -> u64 {
+        let generation = self.shared.relists.request();
+        self.shared.fifo.interrupt_producer();
+        generation
     }
 
     /// Waits until the store holds a list that started at `since` or later, or the one `asked`
