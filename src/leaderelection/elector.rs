@@ -15,6 +15,7 @@ use super::{FencingToken, LeaderElectionConfig, LeadershipEvent};
 use crate::client::Client;
 use crate::error::Result;
 use crate::rng::Rng;
+use crate::workqueue::FenceToken;
 
 /// How far below RetryPeriod a follower's next attempt may be drawn (client-go's jitter goes the
 /// other way, up to 2.2 × RetryPeriod; drawn below, a released Lease is taken within RetryPeriod).
@@ -66,6 +67,12 @@ struct Election {
     /// While leading: when the fence closes (send time of the last successful write plus
     /// RenewDeadline) and the token it carries.
     leading: Option<(Instant, FencingToken)>,
+    /// A leadership won by creating the Lease, and the instant from which a successful renewal
+    /// opens its fence (LeaseDuration after the creation was sent): a Lease missing now may
+    /// have been deleted under a holder cut off from the server, whose fence stays open until
+    /// RenewDeadline after its last renewal, which came before the deletion and so before the
+    /// creation.
+    created: Option<(Instant, FencingToken)>,
     /// The holder last reported as new leader.
     reported_leader: Option<String>,
     /// The times written into the Lease.
@@ -228,6 +235,7 @@ impl LeaderElector {
             observed_at: Instant::now(),
             gone: false,
             leading: None,
+            created: None,
             reported_leader: None,
             clock: MicroTimes::new(self.wall_clock.clone()),
         };
@@ -267,18 +275,43 @@ impl LeaderElector {
             };
             self.report_leader(&mut election);
             match outcome {
+                Outcome::Created(token) => {
+                    tracing::info!(
+                        lease = %self.lock.describe(),
+                        identity = %self.identity,
+                        opens_in = ?self.config.lease_duration,
+                        "created the lease; the fence opens at the first renewal after \
+                         LeaseDuration (an earlier holder may not know of the deletion yet)"
+                    );
+                    self.stop_leading(&mut election);
+                    election.created = Some((sent + self.config.lease_duration, token));
+                    next_attempt = sent + self.config.retry_period;
+                }
                 Outcome::Leading(token) => {
-                    let fence_until = sent + self.config.renew_deadline;
-                    // Another token while leading (the Lease was emptied under this elector and
-                    // taken again) is another leadership: the fence closes and opens with it.
-                    let newly = match &election.leading {
-                        None => true,
-                        Some((_, leading)) if *leading != token => {
-                            self.stop_leading(&mut election);
-                            true
+                    if let Some((opens_at, created)) = election.created.take() {
+                        if created == token && sent < opens_at {
+                            election.created = Some((opens_at, created));
+                            next_attempt = sent + self.config.retry_period;
+                            continue;
                         }
-                        Some(_) => false,
+                    }
+                    let fence_until = sent + self.config.renew_deadline;
+                    // A renewal of the leadership whose token is in the fence moves that
+                    // token's window on. Another token while leading (the Lease was emptied
+                    // under this elector and taken again) is another leadership, and so is a
+                    // renewal that comes back after the fence's token lapsed (a token that
+                    // stopped holding never holds again): the fence closes and opens with it.
+                    let renewed = match election.leading.take() {
+                        Some((_, leading)) if leading == token && leading.holds() => Some(leading),
+                        other => {
+                            election.leading = other;
+                            self.stop_leading(&mut election);
+                            None
+                        }
                     };
+                    let newly = renewed.is_none();
+                    let token = renewed.unwrap_or(token);
+                    token.hold_until(fence_until);
                     election.leading = Some((fence_until, token.clone()));
                     if newly {
                         tracing::info!(
@@ -306,6 +339,7 @@ impl LeaderElector {
                         );
                     }
                     self.stop_leading(&mut election);
+                    election.created = None;
                     next_attempt = self.follower_retry().min(expires);
                 }
                 Outcome::Gone => {
@@ -315,6 +349,7 @@ impl LeaderElector {
                         "lost the lease: it was deleted; fence closed"
                     );
                     self.stop_leading(&mut election);
+                    election.created = None;
                     next_attempt = self.follower_retry();
                 }
                 Outcome::Failed => {
@@ -343,7 +378,8 @@ impl LeaderElector {
     }
 
     fn stop_leading(&self, election: &mut Election) {
-        if election.leading.take().is_some() {
+        if let Some((_, token)) = election.leading.take() {
+            token.close();
             self.fence.send_replace(None);
             #[cfg(feature = "metrics")]
             crate::metrics::set_leader(self.lock.name(), false);
@@ -441,17 +477,9 @@ impl LeaderElector {
                 if election.leading.is_some() {
                     return Outcome::Gone;
                 }
-                // Held by someone else when last seen: that holder may not know yet (a leader
-                // cut off from the server keeps its fence open for RenewDeadline after its last
-                // renewal), so wait LeaseDuration from the first sighting of the deletion.
-                if let Some(observed) = &election.observed {
-                    let holder = observed.spec.holder();
-                    if !holder.is_empty() && !ours(holder) {
-                        if let Some(expires) = Self::lease_valid(election, now) {
-                            return Outcome::HeldByOther { expires };
-                        }
-                    }
-                }
+                // Anyone may create it again; whoever does opens its fence only LeaseDuration
+                // later (`Outcome::Created`), by when the holder of the deleted Lease, cut off
+                // from the server maybe, has closed its own.
                 // Count transitions on from the Lease last seen, so that the new leadership's
                 // token is larger than the old one's (client-go starts again at 0).
                 record.lease_transitions = Some(
@@ -461,7 +489,10 @@ impl LeaderElector {
                         .map_or(0, |o| o.spec.lease_transitions.unwrap_or(0) + 1),
                 );
                 return match self.lock.create(&record, &self.labels).await {
-                    Ok(written) => self.wrote(election, written, now),
+                    Ok(written) => match self.wrote(election, written, now) {
+                        Outcome::Leading(token) => Outcome::Created(token),
+                        other => other,
+                    },
                     Err(error) => {
                         tracing::debug!(%error, "creating the lease failed");
                         Outcome::Failed
@@ -501,11 +532,11 @@ impl LeaderElector {
     }
 
     fn wrote(&self, election: &mut Election, written: StoredLease, now: Instant) -> Outcome {
-        let token = FencingToken {
-            holder: self.identity.clone(),
-            transitions: written.spec.lease_transitions.unwrap_or(0),
-            acquire_time: written.spec.acquire_time.clone().unwrap_or_default(),
-        };
+        let token = FencingToken::new(
+            self.identity.clone(),
+            written.spec.lease_transitions.unwrap_or(0),
+            written.spec.acquire_time.clone().unwrap_or_default(),
+        );
         Self::observe(election, written, now);
         Outcome::Leading(token)
     }
@@ -600,6 +631,8 @@ impl Drop for LeaderElector {
 enum Outcome {
     /// This elector wrote the Lease as its holder.
     Leading(FencingToken),
+    /// This elector created the Lease (it was missing) and holds it; its fence opens later.
+    Created(FencingToken),
     /// Another holder's Lease is valid until `expires` (local clock); or, deleted, was last seen
     /// held by another less than its LeaseDuration before it was found missing.
     HeldByOther { expires: Instant },

@@ -17,13 +17,20 @@
 //!   matter: see *Wall-clock offsets* below).
 //! * A missing Lease is created; an expired or released one (empty holder) is taken over: holder
 //!   set, `acquireTime` = now, `leaseTransitions` + 1.
+//! * **A Lease this elector created opens its fence only LeaseDuration later** (at its first
+//!   successful renewal from then on; client-go leads at once). A missing Lease may have been
+//!   deleted a moment ago under a holder cut off from the server, whose fence stays open until
+//!   RenewDeadline after its last renewal; that renewal came before the deletion, so before the
+//!   creation, and LeaseDuration after the creation its fence has closed. An elector cannot tell
+//!   such a deletion from a first start (a replica started after the deletion never saw the
+//!   Lease), so the first leader of a new Lease also leads LeaseDuration after its start (15 s
+//!   by default) rather than at once: the price of no two leaders when a Lease is deleted. The
+//!   Lease is held and renewed meanwhile, so the others follow.
 //! * A Lease found **deleted** is a change like any other. A leader that finds its Lease gone
 //!   stops leading (its fence closes) and, like anyone, may create it again at its next attempt.
-//!   One last seen held by another is created only LeaseDuration after the deletion was first
-//!   seen (its holder, cut off from the server, may keep its fence open for RenewDeadline). Its
-//!   `leaseTransitions` count on from the Lease last seen (+ 1), where client-go starts again at
-//!   0; only a replica that never saw the Lease creates it with 0. A renewal keeps both and writes
-//!   `renewTime`. "Now" is the wall clock (`SystemTime::now`) read at each write, as in
+//!   Its `leaseTransitions` count on from the Lease last seen (+ 1), where client-go starts again
+//!   at 0; only a replica that never saw the Lease creates it with 0. A renewal keeps both and
+//!   writes `renewTime`. "Now" is the wall clock (`SystemTime::now`) read at each write, as in
 //!   client-go.
 //! * The leader renews every RetryPeriod. Followers retry every RetryPeriod less up to a fifth at
 //!   random (client-go draws *above* it, up to 2.2 × RetryPeriod; drawn below, a released Lease
@@ -40,19 +47,27 @@
 //! # The fence
 //!
 //! [`LeaderElector::fence`] is `Some(`[`FencingToken`]`)` from the first successful write as
-//! holder until RenewDeadline after the **sending** of the last successful write, and `None`
-//! otherwise. Another candidate can take the Lease only LeaseDuration after it first saw that
-//! write, which it cannot see before it was sent: so on one clock the fence closes
-//! LeaseDuration − RenewDeadline (5 s by default) before anyone else can lead.
-//! [`Controller::run_fenced`](crate::workqueue::Controller::run_fenced) (and the lower
+//! holder (of a Lease it did not create; see above) until RenewDeadline after the **sending** of
+//! the last successful write, and `None` otherwise. Another candidate can take the Lease only
+//! LeaseDuration after it first saw that write, which it cannot see before it was sent: so on
+//! one clock the fence closes LeaseDuration − RenewDeadline (5 s by default) before anyone else
+//! can lead. [`Controller::run_fenced`](crate::workqueue::Controller::run_fenced) (and the lower
 //! [`WorkerPool::run_fenced`](crate::workqueue::WorkerPool::run_fenced)) cancels the reconciles
 //! in flight when the fence closes and starts none until it opens again.
+//!
+//! **Process pauses.** The token itself knows that instant ([`FenceToken::holds`]), and fenced
+//! workers ask it before every poll of a reconcile. After a pause longer than the Lease (SIGSTOP,
+//! a paused VM, a long stop-the-world) every timer is due at once; a reconcile polled before the
+//! elector has run to close the fence would take a step while another replica leads, and the
+//! token's check stops it first. A reconcile can ask `token.holds()` itself before a step that
+//! must not happen outside the leadership.
 //!
 //! **Clock-rate skew.** Replicas measure on their own clocks. If the leader's clock runs slower
 //! than a follower's by a factor *r* (the leader sees RenewDeadline pass while the follower sees
 //! *r* × RenewDeadline), the fence still closes first as long as *r* × RenewDeadline <
 //! LeaseDuration: with the defaults, clock rates may differ by up to 50 %. (Clock *offsets* do
-//! not matter to the election: no elector reads the times written in the Lease.) Less than that
+//! not matter to the election: no elector reads the times written in the Lease; the seeded
+//! replica runs in `tests/replicas.rs` step them by up to ten minutes.) Less than that
 //! margin remains for a cancelled reconcile to reach its next `.await`, where it is dropped: a
 //! reconcile that blocks a thread is not stopped.
 //!
@@ -114,12 +129,16 @@ mod elector;
 mod lease;
 
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 pub use elector::LeaderElector;
 pub use lease::{LeaseLock, LeaseSpec, StoredLease, format_micro_time, parse_micro_time};
 
 use crate::error::{Error, Result};
+use crate::workqueue::FenceToken;
 
 /// client-go's jitter factor, which bounds RetryPeriod from above: RenewDeadline must exceed
 /// 1.2 × RetryPeriod.
@@ -212,12 +231,22 @@ impl LeaderElectionConfig {
 /// the Lease as long as whoever creates it again had seen it (it counts on from the count it
 /// saw); a replica started after the deletion, which never saw it, creates it with 0.
 ///
+/// A token from an elector also knows until when it holds: RenewDeadline after the elector's
+/// last successful renewal was sent, and never again once its fence closed
+/// ([`holds`](FenceToken::holds)). Fenced workers ask before every poll of a reconcile, so a
+/// reconcile stops at that instant even when the elector has not run yet to close the fence
+/// (after a process pause, every timer is due at once). A reconcile may ask too, before a step
+/// that must not happen outside the leadership. Two tokens are equal when their holder,
+/// transitions and acquire time are: that window is not compared.
+///
 /// ```
 /// use informer::leaderelection::FencingToken;
-/// let token = FencingToken { holder: "pod-a".into(), transitions: 3, acquire_time: String::new() };
+/// use informer::workqueue::FenceToken;
+/// let token = FencingToken::new("pod-a", 3, "");
 /// assert_eq!(token.to_string(), "pod-a/3");
+/// assert!(token.holds()); // made by hand: it holds for ever
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct FencingToken {
     /// The holder's identity (this elector's).
     pub holder: String,
@@ -225,6 +254,87 @@ pub struct FencingToken {
     pub transitions: i32,
     /// The Lease's `acquireTime` of this leadership.
     pub acquire_time: String,
+    /// Until when the leadership holds, shared by every clone and moved on by the elector.
+    window: Arc<Mutex<Window>>,
+}
+
+/// Until when a [`FencingToken`] holds.
+#[derive(Clone, Copy, Debug)]
+enum Window {
+    /// Made by hand: no elector bounds it.
+    Unbounded,
+    /// Until this instant (RenewDeadline after the last successful renewal was sent).
+    Until(Instant),
+    /// The fence closed: never again.
+    Closed,
+}
+
+impl FencingToken {
+    /// A token made by hand (a test, a fence of your own): it holds until the fence moves.
+    ///
+    /// ```
+    /// use informer::leaderelection::FencingToken;
+    /// let token = FencingToken::new("pod-a", 0, "2026-12-07T08:00:00.000000Z");
+    /// assert_eq!(token.holder, "pod-a");
+    /// ```
+    pub fn new(
+        holder: impl Into<String>,
+        transitions: i32,
+        acquire_time: impl Into<String>,
+    ) -> Self {
+        FencingToken {
+            holder: holder.into(),
+            transitions,
+            acquire_time: acquire_time.into(),
+            window: Arc::new(Mutex::new(Window::Unbounded)),
+        }
+    }
+
+    /// Moves the end of the window to `until`, unless the token already stopped holding.
+    pub(crate) fn hold_until(&self, until: Instant) {
+        let mut window = lock(&self.window);
+        if !matches!(*window, Window::Closed) {
+            *window = Window::Until(until);
+        }
+    }
+
+    /// The fence closed: the token never holds again.
+    pub(crate) fn close(&self) {
+        *lock(&self.window) = Window::Closed;
+    }
+}
+
+/// The window's lock; a poisoned one is taken as is (a window is a plain value, always whole).
+fn lock(window: &Mutex<Window>) -> std::sync::MutexGuard<'_, Window> {
+    window
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl FenceToken for FencingToken {
+    fn holds(&self) -> bool {
+        match *lock(&self.window) {
+            Window::Unbounded => true,
+            Window::Until(until) => Instant::now() < until,
+            Window::Closed => false,
+        }
+    }
+}
+
+impl PartialEq for FencingToken {
+    fn eq(&self, other: &Self) -> bool {
+        self.holder == other.holder
+            && self.transitions == other.transitions
+            && self.acquire_time == other.acquire_time
+    }
+}
+
+impl Eq for FencingToken {}
+
+impl std::hash::Hash for FencingToken {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.holder, self.transitions, &self.acquire_time).hash(state);
+    }
 }
 
 impl fmt::Display for FencingToken {

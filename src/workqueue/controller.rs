@@ -66,7 +66,7 @@ use crate::store::{Ref, Store};
 use crate::{Object, Resource};
 
 use super::worker_pool::{CatchUnwind, Outcome};
-use super::{Action, RunSummary, WorkQueue, WorkerPool};
+use super::{Action, FenceToken, RunSummary, WorkQueue, WorkerPool};
 
 /// A reference to one object: its namespace (empty for cluster-scoped kinds) and name. The key
 /// a [`Controller`]'s queue holds, and what a [`watches`](Controller::watches) mapper returns.
@@ -627,7 +627,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
         shutdown: S,
     ) -> RunSummary
     where
-        Tok: Clone + PartialEq + Send + Sync + 'static,
+        Tok: FenceToken,
         Ctx: Send + Sync + 'static,
         R: Fn(Arc<K>, Arc<Ctx>, Tok) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
@@ -714,7 +714,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
 /// with it, one for informers that ran long before. A change of the fence during the catch-up
 /// wins over it. Returns once `fence`'s sender is gone; dropping `gated` then closes the
 /// workers' fence.
-async fn open_when_caught_up<Tok: Clone + PartialEq>(
+async fn open_when_caught_up<Tok: FenceToken>(
     mut fence: tokio::sync::watch::Receiver<Option<Tok>>,
     gated: tokio::sync::watch::Sender<Option<Tok>>,
     catch_up: Vec<CatchUp>,

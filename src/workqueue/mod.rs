@@ -116,4 +116,4 @@ pub use rate_limiter::{
     DefaultControllerRateLimiter, ItemExponentialRateLimiter, ItemFastSlowRateLimiter,
     MaxOfRateLimiter, MaxWaitRateLimiter, RateLimiter, TokenBucketRateLimiter,
 };
-pub use worker_pool::{Action, RunSummary, WorkerPool};
+pub use worker_pool::{Action, FenceToken, RunSummary, WorkerPool};

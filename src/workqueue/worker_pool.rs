@@ -38,6 +38,60 @@ use tokio::task::JoinSet;
 
 use super::WorkQueue;
 
+/// A value a fence holds while open (see [`WorkerPool::run_fenced`]): fenced workers compare it
+/// to see the fence move, and every reconcile receives the one it runs under.
+///
+/// [`holds`](Self::holds) is asked before every poll of a reconcile. A token that knows when it
+/// stops holding says so there, and its reconciles stop at that instant, without waiting for
+/// whoever closes the fence to run: after a process pause (SIGSTOP, a paused VM, a long
+/// stop-the-world) every timer is due at once, and a reconcile polled before the elector's
+/// deadline fires would otherwise take one more step on a Lease that another replica may hold
+/// by then. A [`FencingToken`](crate::leaderelection::FencingToken) holds until RenewDeadline
+/// after its elector's last successful renewal was sent, and never again once its fence closed.
+/// Plain values (numbers, strings, `bool`, `()`) hold while the fence holds them; implement the
+/// trait for a token of your own with an empty `impl` for the same.
+///
+/// ```
+/// use informer::workqueue::FenceToken;
+///
+/// #[derive(Clone, PartialEq)]
+/// struct Term(u64);
+/// impl FenceToken for Term {}
+///
+/// assert!(Term(7).holds());
+/// ```
+pub trait FenceToken: Clone + PartialEq + Send + Sync + 'static {
+    /// Whether the token still holds now. Called before every poll of a reconcile running under
+    /// it; keep it cheap. Once it returns `false` for a token it must not return `true` again
+    /// for that token (the fence's owner opens the fence anew instead).
+    fn holds(&self) -> bool {
+        true
+    }
+}
+
+macro_rules! plain_fence_tokens {
+    ($($t:ty),*) => { $(impl FenceToken for $t {})* };
+}
+plain_fence_tokens!(
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    bool,
+    (),
+    char,
+    String,
+    &'static str
+);
+
 /// What a successful reconcile asks for next.
 ///
 /// An `Err` from reconcile means "failed": [`WorkerPool`] retries it with backoff,
@@ -318,7 +372,7 @@ impl<K: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static> WorkerPool<K> {
         shutdown: S,
     ) -> RunSummary
     where
-        T: Clone + PartialEq + Send + Sync + 'static,
+        T: FenceToken,
         R: Fn(K, T) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: Send + 'static,
@@ -340,7 +394,7 @@ impl<K: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static> WorkerPool<K> {
         shutdown: S,
     ) -> RunSummary
     where
-        T: Clone + PartialEq + Send + Sync + 'static,
+        T: FenceToken,
         R: Fn(K, T) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Outcome> + Send + 'static,
         S: Future<Output = ()>,
@@ -627,19 +681,22 @@ async fn fenced_worker_loop<K, T, R, Fut>(
     mut stopping: watch::Receiver<bool>,
 ) where
     K: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static,
-    T: Clone + PartialEq + Send + Sync + 'static,
+    T: FenceToken,
     R: Fn(K, T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Outcome> + Send + 'static,
 {
     loop {
-        // Wait for the fence to open; on shutdown while it is closed, stop.
+        // Wait for the fence to open with a token that holds; on shutdown while it is closed,
+        // stop.
         let token = loop {
             // A fence whose sender is gone is closed for good, whatever value it was left
             // holding: an elector dropped while leading renews nothing any more.
             if fence.has_changed().is_err() {
                 return;
             }
-            if let Some(token) = fence.borrow_and_update().clone() {
+            // A token that no longer holds is as good as closed: its owner closes the fence (or
+            // opens it anew) when it next runs, which wakes this wait.
+            if let Some(token) = fence.borrow_and_update().clone().filter(T::holds) {
                 break token;
             }
             if *stopping.borrow() {
@@ -663,10 +720,24 @@ async fn fenced_worker_loop<K, T, R, Fut>(
             queue.add(key.clone()); // held back, handed out again after `done`
             continue;
         }
-        let work = reconcile_caught(&key, async { reconcile(key.clone(), token.clone()).await });
+        let work = WhileHolds {
+            token: &token,
+            work: pin!(reconcile_caught(
+                &key,
+                reconcile(key.clone(), token.clone())
+            )),
+        };
         let moved = fence.wait_for(|now| now.as_ref() != Some(&token));
         match select(pin!(work), pin!(moved)).await {
-            Either::Left((outcome, _)) => settle(&queue, &key, outcome, &counters),
+            Either::Left((Some(outcome), _)) => settle(&queue, &key, outcome, &counters),
+            Either::Left((None, _)) => {
+                // The token stopped holding before the fence moved (its owner has not run
+                // yet): the reconcile was dropped before its next step.
+                tracing::debug!(key = ?key, "the fence's token lapsed under a reconcile: cancelled, queued again");
+                queue.add(key.clone());
+                // Relaxed: a counter read for display.
+                counters.fenced.fetch_add(1, Ordering::Relaxed);
+            }
             Either::Right((closed, _)) => {
                 // Cancelled: the reconcile future is dropped here, at its current `.await`.
                 tracing::debug!(key = ?key, "the fence closed under a reconcile: cancelled, queued again");
@@ -678,5 +749,23 @@ async fn fenced_worker_loop<K, T, R, Fut>(
                 }
             }
         }
+    }
+}
+
+/// Polls a reconcile only while its fence token [holds](FenceToken::holds): `None`, without
+/// polling it again, once the token has lapsed.
+struct WhileHolds<'a, T, F> {
+    token: &'a T,
+    work: Pin<&'a mut F>,
+}
+
+impl<T: FenceToken, F: Future> Future for WhileHolds<'_, T, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if !self.token.holds() {
+            return Poll::Ready(None);
+        }
+        self.work.as_mut().poll(cx).map(Some)
     }
 }

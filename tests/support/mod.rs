@@ -14,6 +14,8 @@ pub mod operator;
 pub mod raw_client;
 /// Real apiserver captures and a raw HTTP/1.1 server that replays or scripts replies.
 pub mod raw_server;
+/// A TCP relay that delays, swallows or refuses what it carries, for partitions on a paused clock.
+pub mod relay;
 /// The real kube-apiserver's coordinates and helpers (tests skip without `REAL_APISERVER_URL`);
 /// its `real_or_skip!` macro is visible after `mod support;` (with `#[macro_use]`).
 #[macro_use]
