@@ -75,11 +75,15 @@
 //! the timebertt sharder does with a [shard](crate::sharding)'s Lease: it reads the shard as
 //! ready until `renewTime` + `leaseDurationSeconds` on its own clock and, once `renewTime` +
 //! 2 × `leaseDurationSeconds` has passed, takes the Lease over and moves the shard's objects to
-//! other shards. A shard whose wall clock is behind the sharder's by more than about
-//! 2 × LeaseDuration − RetryPeriod (28 s with the defaults) so loses its objects while it still
-//! renews and works on them (its fence closes at its next renewal, which finds the Lease taken,
-//! up to RetryPeriod later); a clock ahead delays the detection of a dead shard by as much. Keep
-//! the machines' clocks synchronised (NTP) well within that. A step of the clock (NTP, a paused
+//! other shards. The shard's fence closes RenewDeadline after its last successful renewal was
+//! sent, whose `renewTime` is its wall clock at that send: so a shard cut off from the server
+//! has stopped before its objects move as long as its clock is behind the sharder's by less
+//! than 2 × LeaseDuration − RenewDeadline (20 s with the defaults). Behind by more than
+//! 2 × LeaseDuration − RetryPeriod (28 s), a shard loses its objects even while it renews and
+//! works on them (its fence closes at its next renewal, which finds the Lease taken, up to
+//! RetryPeriod later); a clock ahead delays the detection of a dead shard by as much. Keep the
+//! machines' clocks synchronised (NTP) well within 20 s; the seeded shard runs in
+//! `tests/replicas.rs` step each shard's clock within ±15 s. A step of the clock (NTP, a paused
 //! VM, a suspend) shows in the next renewal, as the wall clock is read at each write.
 //!
 //! **Release only after the work has stopped.** A release lets another replica lead at its next

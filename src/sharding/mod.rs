@@ -13,7 +13,7 @@
 //!    released (empty holder) on shutdown. [`Shard`] runs a [`LeaderElector`] on that Lease:
 //!    while its fence is open, the sharder reads the shard as ready (`renewTime` + duration in
 //!    the future on the sharder's clock: `renewTime` is the shard's wall clock at each renewal,
-//!    so the two clocks must agree within about 2 × LeaseDuration − RetryPeriod, see
+//!    so the two clocks must agree within 2 × LeaseDuration − RenewDeadline, 20 s by default, see
 //!    [leader election](crate::leaderelection));
 //!    when a renewal has failed for RenewDeadline the fence closes and the workers stop, before
 //!    the Lease expires and the sharder moves the objects. On shutdown, stop the workers first
@@ -71,6 +71,7 @@
 use crate::model::Metadata;
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::time::SystemTime;
 
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -249,6 +250,22 @@ impl Shard {
             elector,
             assigner: Assigner::new(ring, name),
         })
+    }
+
+    /// The wall clock written into the Lease as `renewTime` and `acquireTime`, which the
+    /// sharder compares with its own (see [`LeaderElector::wall_clock`]); `SystemTime::now` by
+    /// default.
+    ///
+    /// ```
+    /// # let client = informer::Client::new(informer::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+    /// use std::time::{Duration, SystemTime};
+    /// let shard = informer::sharding::Shard::new(client, "default", "r", "s", Default::default())
+    ///     .unwrap()
+    ///     .wall_clock(|| SystemTime::now() - Duration::from_secs(3));
+    /// ```
+    pub fn wall_clock(mut self, now: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.elector = self.elector.wall_clock(now);
+        self
     }
 
     /// The label selector of this shard's informers.

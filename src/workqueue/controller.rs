@@ -288,9 +288,6 @@ pub struct Controller<K: Object, P = Backoff> {
     pool: WorkerPool<ObjectRef>,
     sources: Vec<Source>,
     policy: P,
-    /// When it was built: a fenced run's first opening needs lists no older (see
-    /// `open_when_caught_up`).
-    created: Instant,
 }
 
 impl<K: Object + Clone> Controller<K> {
@@ -338,7 +335,6 @@ impl<K: Object + Clone> Controller<K> {
             pool: WorkerPool::new(queue, workers),
             sources: Vec::new(),
             policy: Backoff,
-            created: Instant::now(),
         };
         controller.watches(primary, |obj: &K| Some(ObjectRef::from_obj(obj)))
     }
@@ -452,7 +448,6 @@ impl<K: Object + Clone, P> Controller<K, P> {
             pool: self.pool,
             sources: self.sources,
             policy,
-            created: self.created,
         }
     }
 
@@ -578,14 +573,12 @@ impl<K: Object + Clone, P> Controller<K, P> {
     /// closes.
     ///
     /// An opening does not reach the workers before every informer of the controller (the
-    /// primary, owned and watched ones) holds a list that started after the fence was last
-    /// closed: after a partition longer than the lease, or when a follower whose watches may
-    /// have hung takes over, the store could be older than changes the new leadership must not
-    /// miss (under sharding, objects moved to another shard meanwhile). An informer that
-    /// relisted since the close is not listed again; the others relist
-    /// ([`Informer::relist`]'s mechanism, a consistent read), so a takeover costs one LIST per
-    /// informer and waits for it. The first opening needs lists started after the controller
-    /// was built: none more when its informers were started with it.
+    /// primary, owned and watched ones) holds a list that started after the opening: after a
+    /// partition longer than the lease, or when a follower whose watches hung or broke takes
+    /// over, the store could be older than changes the new leadership must not miss (under
+    /// sharding, objects moved to another shard meanwhile). Every informer relists
+    /// ([`Informer::relist`]'s mechanism, a consistent read), so each opening costs one LIST per
+    /// informer and waits for it; openings are as rare as changes of leadership.
     ///
     /// With a [`LeaderElector`](crate::leaderelection::LeaderElector), this is a controller on
     /// many replicas of which one reconciles at a time:
@@ -636,7 +629,6 @@ impl<K: Object + Clone, P> Controller<K, P> {
         S: Future<Output = ()>,
     {
         let mut shutdown = pin!(shutdown);
-        let created = self.created;
         let Some((store, pool, policy, handlers)) = self.sync(shutdown.as_mut()).await else {
             return RunSummary::default();
         };
@@ -646,7 +638,7 @@ impl<K: Object + Clone, P> Controller<K, P> {
             .map(|h| Arc::clone(&h.listed_since))
             .collect();
         let (gated, workers_fence) = tokio::sync::watch::channel(None);
-        let gate = pin!(open_when_caught_up(fence, gated, catch_up, created));
+        let gate = pin!(open_when_caught_up(fence, gated, catch_up));
         let (reconcile, policy) = (Arc::new(reconcile), Arc::new(policy));
         let run = pool.run_fenced_outcomes(
             workers_fence,
@@ -682,7 +674,6 @@ impl<K: Object + Clone, P> Controller<K, P> {
             pool,
             sources,
             policy,
-            created: _,
         } = self;
         let queue = pool.queue().clone();
         // Removed from the informers when `run` ends, or when its future is dropped.
@@ -704,57 +695,49 @@ impl<K: Object + Clone, P> Controller<K, P> {
 }
 
 /// Forwards `fence` to the workers (`gated`), except that an opening is held back until every
-/// informer of the controller holds a list that started after the fence was last seen closed:
-/// after a partition longer than the lease, or a takeover by a replica whose watches may have
-/// hung, the store could otherwise be older than the changes the new leadership must not miss
-/// (a shard's objects moved to another shard meanwhile, say). An informer whose reflector
-/// relisted since the close (after a 410, or a broken watch) is not listed again; the others
-/// are (`Informer::relist_unless_listed_since`). The first opening needs lists that started
-/// after the controller was built (`created`): no extra LIST when the informers were started
-/// with it, one for informers that ran long before. A change of the fence during the catch-up
-/// wins over it. Returns once `fence`'s sender is gone; dropping `gated` then closes the
-/// workers' fence.
+/// informer of the controller holds a list that started after the opening: after a partition
+/// longer than the lease, or a takeover by a replica whose watches hung or broke (a reflector in
+/// backoff, say), the store could otherwise be older than the changes the new leadership must
+/// not miss (a shard's objects moved to another shard meanwhile). A list that started before the
+/// opening proves nothing of what came after it, whatever it was newer than: the seeded shard
+/// runs found a shard whose watch broke after its first list reconcile an object the sharder
+/// had moved, when its first opening accepted that list. A change of the fence during the
+/// catch-up wins over it. Returns once `fence`'s sender is gone; dropping `gated` then closes
+/// the workers' fence.
 async fn open_when_caught_up<Tok: FenceToken>(
     mut fence: tokio::sync::watch::Receiver<Option<Tok>>,
     gated: tokio::sync::watch::Sender<Option<Tok>>,
     catch_up: Vec<CatchUp>,
-    created: Instant,
 ) {
-    let mut closed_since = Some(created);
     loop {
         let value = fence.borrow_and_update().clone();
         match value {
             None => {
                 gated.send_if_modified(|open| open.take().is_some());
-                closed_since.get_or_insert_with(Instant::now);
             }
             Some(token) if gated.borrow().as_ref() == Some(&token) => {}
             Some(token) => {
                 // Another leadership: the old one's workers stop while this one catches up.
-                if gated.send_if_modified(|open| open.take().is_some()) {
-                    closed_since = Some(Instant::now());
-                }
-                if let Some(since) = closed_since {
-                    tracing::debug!("the fence opened: catching the informers up before work");
-                    let caught_up = async {
-                        // One after the other: each completes once its list is in, so waiting
-                        // for them in turn waits for all, and their relists run meanwhile.
-                        let started: Vec<_> = catch_up.iter().map(|c| c(since)).collect();
-                        for done in started {
-                            done.await;
-                        }
-                    };
-                    // `select` polls its first future first: a change of the fence wins.
-                    match select(pin!(fence.changed()), pin!(caught_up)).await {
-                        Either::Left((Ok(()), _)) => continue,
-                        Either::Left((Err(_), _)) => return,
-                        Either::Right(((), _)) => {}
+                gated.send_if_modified(|open| open.take().is_some());
+                tracing::debug!("the fence opened: catching the informers up before work");
+                let opened = Instant::now();
+                let caught_up = async {
+                    // One after the other: each completes once its list is in, so waiting for
+                    // them in turn waits for all, and their relists run meanwhile.
+                    let started: Vec<_> = catch_up.iter().map(|c| c(opened)).collect();
+                    for done in started {
+                        done.await;
                     }
+                };
+                // `select` polls its first future first: a change of the fence wins.
+                match select(pin!(fence.changed()), pin!(caught_up)).await {
+                    Either::Left((Ok(()), _)) => continue,
+                    Either::Left((Err(_), _)) => return,
+                    Either::Right(((), _)) => {}
                 }
                 if fence.borrow().as_ref() != Some(&token) {
                     continue; // it changed as the catch-up ended: look again
                 }
-                closed_since = None;
                 gated.send_replace(Some(token));
             }
         }

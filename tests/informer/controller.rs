@@ -921,7 +921,7 @@ async fn requeue_after_reconciles_the_object_again_after_the_delay() {
 }
 
 /// A fenced controller whose fence reopens while its watches hid a change (as a partition does):
-/// the workers start only once the store holds a list taken after the fence closed, so no
+/// the workers start only once the store holds a list started after the opening, so no
 /// reconcile under the new opening reads the older object. Without the catch-up, the requeued
 /// key would be reconciled at once on the stale store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -953,6 +953,15 @@ async fn a_reopened_fence_waits_for_a_fresh_list_before_any_reconcile() {
     );
     fence.send_replace(None);
     // Reconciles under token 1 may still finish; none starts once the workers saw the close.
+    // Stalled once the watch after the opening's relist is open (one opened later would replay
+    // the change).
+    timeout(PATIENCE, async {
+        while configmaps.health().phase != informer::reflector::Phase::Watching {
+            sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the informer watches");
     sim.faults().stall_watches();
     sim.patch(
         "configmaps",
@@ -985,6 +994,69 @@ async fn a_reopened_fence_waits_for_a_fresh_list_before_any_reconcile() {
         lists + 1,
         "one relist caught the store up"
     );
+    sim.faults().resume_watches();
+    stop.send(()).ok();
+    run.await.unwrap();
+    configmaps.stop();
+}
+
+/// The first opening of a fence waits for a list started after it too: the informers' first
+/// lists, however recent, prove nothing of what a watch that broke or hung since has missed.
+/// Before, the first opening accepted any list started after the controller was built, and a
+/// shard whose watch broke after its first list reconciled an object the sharder had moved
+/// (found by the seeded shard runs, `tests/replicas.rs`). (#46)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_opening_waits_for_a_list_started_after_it() {
+    let sim = Simulator::start().await.unwrap();
+    sim.faults().disable_watch_list(true); // relists are LISTs, which stalled watches let through
+    let (configmaps, controller) = configmap_controller(&sim, &["c1"], WorkQueue::new()).await;
+    let (fence, fenced) = tokio::sync::watch::channel(None::<u64>);
+    let (seen_tx, mut seen) = mpsc::unbounded_channel::<(u64, String)>();
+    let (stop, stopped) = stop_signal();
+    let run =
+        tokio::spawn(controller.run_fenced(
+            fenced,
+            move |cm: Arc<ConfigMap>,
+                  seen: Arc<mpsc::UnboundedSender<(u64, String)>>,
+                  token: u64| async move {
+                let _ = seen.send((token, cm.data["v"].to_string()));
+                Ok::<_, Infallible>(Action::Done)
+            },
+            Arc::new(seen_tx),
+            stopped,
+        ));
+    configmaps.wait_for_sync(PATIENCE).await.unwrap();
+    // Stalled once its watch is open (a watch opened later would replay the change).
+    timeout(PATIENCE, async {
+        while configmaps.health().phase != informer::reflector::Phase::Watching {
+            sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the informer watches");
+    sim.faults().stall_watches();
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "c1",
+        &json!({"data": {"v": "1"}}),
+    )
+    .unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        &configmaps.store().get("default", "c1").unwrap().data["v"],
+        "0",
+        "the stalled watch hides the change"
+    );
+    let lists = configmaps.health().lists;
+
+    fence.send_replace(Some(1));
+    assert_eq!(
+        next(&mut seen, "the first reconcile").await,
+        (1, "1".into()),
+        "the first reconcile reads a list started after the opening"
+    );
+    assert_eq!(configmaps.health().lists, lists + 1, "one relist");
     sim.faults().resume_watches();
     stop.send(()).ok();
     run.await.unwrap();

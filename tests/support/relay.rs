@@ -1,6 +1,6 @@
 //! A TCP relay per replica in front of the simulator, for tests on a paused clock: it can delay
-//! every chunk (a request may then reach the server after its sender gave up on it), swallow
-//! everything (a silent partition) or refuse (a partition that resets).
+//! every chunk (a request may then reach the server after its sender gave up on it), hold
+//! everything until it heals (a silent partition) or refuse (a partition that resets).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,8 @@ pub enum Link {
     Up,
     /// Every chunk, either way, waits this long.
     Delay(Duration),
-    /// Bytes are swallowed; connections stay open.
+    /// Nothing gets through; connections stay open and what was sent is delivered after the
+    /// partition heals, as TCP retransmits it (bytes are never lost inside a connection).
     Blackhole,
     /// New connections are closed at once, open ones at their next chunk.
     Refuse,
@@ -74,11 +75,14 @@ async fn pump(
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        let now = *link.lock().unwrap();
+        let mut now = *link.lock().unwrap();
+        while now == Link::Blackhole {
+            sleep(Duration::from_millis(100)).await;
+            now = *link.lock().unwrap();
+        }
         match now {
-            Link::Up => {}
+            Link::Up | Link::Blackhole => {}
             Link::Delay(d) => sleep(d).await,
-            Link::Blackhole => continue,
             Link::Refuse => return,
         }
         if to.write_all(&buf[..n]).await.is_err() {
