@@ -24,6 +24,25 @@ fn addrs(s: &Snapshot) -> Vec<String> {
         .collect()
 }
 
+/// The snapshot of `ns/web` port `http` once it is ready. A sync does not promise it at once:
+/// the informers' first lists read the watch cache (resourceVersion `"0"`, as client-go's
+/// reflector does), which may not hold yet a slice written a moment before; the watch brings it.
+async fn ready_web(d: &ServiceDiscovery, ns: &str) -> std::sync::Arc<Snapshot> {
+    let mut sub = d.subscribe(ns, "web", "http");
+    let ready = async {
+        loop {
+            let s = d.instances(ns, "web", "http");
+            if s.state == ServiceState::Ready {
+                return s;
+            }
+            sub.changed().await.unwrap();
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), ready)
+        .await
+        .unwrap_or_else(|_| panic!("not ready: {:?}", d.instances(ns, "web", "http")))
+}
+
 /// Service `web` (port `http`) and one v1beta1 EndpointSlice of it, written by hand (no
 /// controllers run on this server).
 async fn web_with_v1beta1_slice(client: &Client, ns: &str) {
@@ -63,8 +82,7 @@ async fn discovery_reads_v1beta1_endpoint_slices_where_v1_is_not_served() {
             "not synced: {:?}",
             d.metrics()
         );
-        let s = d.instances(&ns, "web", "http");
-        assert_eq!(s.state, ServiceState::Ready, "{s:?}");
+        let s = ready_web(&d, &ns).await;
         assert_eq!(addrs(&s), ["10.0.0.1:8080"]);
         assert_eq!(s.instances[0].zone.as_deref(), Some("z1"));
         assert_eq!(s.instances[0].node.as_deref(), Some("n1"));
@@ -144,8 +162,7 @@ async fn with_rbac_on_endpoint_slices_only_discovery_serves_from_the_slices() {
             "not synced: {:?}",
             d.metrics()
         );
-        let s = d.instances(&ns, "web", "http");
-        assert_eq!(s.state, ServiceState::Ready, "{s:?}");
+        let s = ready_web(&d, &ns).await;
         assert_eq!(addrs(&s), ["10.0.0.1:8080"]);
         // As with `watch_services: false`: no slice, no Service.
         assert_eq!(
