@@ -377,6 +377,24 @@ impl Faults {
         q.extend(std::iter::repeat_n(Injected::Reset, k));
     }
 
+    /// How many injected answers ([`reset_next`](Self::reset_next) and the like) are still to
+    /// come: 0 once every one was served.
+    ///
+    /// ```
+    /// # async fn demo() -> std::io::Result<()> {
+    /// let sim = informer_sim::Simulator::start().await?;
+    /// sim.faults().reset_next(2);
+    /// assert_eq!(sim.faults().injected_pending(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn injected_pending(&self) -> usize {
+        self.state
+            .fail_next
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// Sends an ERROR 429 (`TooManyRequests`) event into every open watch, then ends them.
     pub fn inject_429(&self) {
         let _ = self.state.control.send(Control::Error429);

@@ -74,6 +74,10 @@
 //! * a quiet watch re-opened after [`BOOKMARK_SILENCE`] (R24);
 //! * a streaming list refused by the apiserver (`422 Invalid` or `400 BadRequest`: every relist
 //!   against a server before 1.27), followed by a paginated LIST (WL1, logged at info);
+//! * a watch that could not be opened for a transport error, a timeout or a 5xx with
+//!   `Retry-After`, watched again from the same version (R23), up to the tenth in a row (a
+//!   failure, followed by a relist): client-go's REST client retries these before its reflector
+//!   sees an error;
 //! * an expired watch (an `ERROR` event with 410), followed by a relist (R18), and a version found
 //!   gone (410, or too large) by a list, followed at once by a consistent one (R9, WL7). A
 //!   consistent list that fails so too is a failure.

@@ -125,16 +125,25 @@ impl<T: Object + Clone> Reflector<T> {
                 }
             }
             Err(e) => {
-                self.fail(&e);
                 if is_refused(&e) || e.http_code() == Some(429) {
                     // R19: the version is still good; try the watch again after a while.
+                    self.fail(&e);
                     self.backoff_then(State::Watch, &e)
                 } else if rest_client_retries(&e) && self.watch_open_retries < MAX_REST_RETRIES {
                     // R23: client-go's REST client tries such a watch again itself; the version
                     // is not in question, so a relist would cost the server a LIST for nothing.
+                    // Its reflector's error handler never sees these retries: routine here too
+                    // (the module docs), until the last one fails.
+                    tracing::info!(
+                        resource = %self.api.resource().plural,
+                        error = %e,
+                        retry = self.watch_open_retries + 1,
+                        "the watch could not be opened; watching again from the same version"
+                    );
                     self.watch_open_retries += 1;
                     self.backoff_then(State::Watch, &e)
                 } else {
+                    self.fail(&e);
                     self.watch_open_retries = 0;
                     self.backoff_then(State::Relist, &e)
                 }

@@ -25,10 +25,19 @@ fn options() -> ReflectorOptions {
 
 /// Runs a reflector against `server` until `n` requests were seen; returns their queries.
 async fn requests(server: &RawServer, n: usize) -> (Vec<String>, Arc<Writer<ConfigMap>>) {
+    requests_with(server, n, options()).await
+}
+
+/// [`requests`] with a reflector built from `opts`.
+async fn requests_with(
+    server: &RawServer,
+    n: usize,
+    opts: ReflectorOptions,
+) -> (Vec<String>, Arc<Writer<ConfigMap>>) {
     let store = Arc::new(Writer::new());
     let (fifo, mut consumer) = DeltaFifo::new(store.clone());
     let api: Api<ConfigMap> = Api::namespaced(server.client(), "a");
-    let task = tokio::spawn(Reflector::new(api, fifo, options()).run());
+    let task = tokio::spawn(Reflector::new(api, fifo, opts).run());
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while server.request_lines().len() < n {
         assert!(
@@ -197,7 +206,9 @@ async fn too_many_requests_retries_the_watch_without_relisting() {
 
 /// The reflector's requests when the watch after the list meets `closed` connections closed with
 /// no answer, then a watch stream.
-async fn watch_after_closed_connections(closed: usize, n: usize) -> Vec<String> {
+/// The first `n` requests' queries, and what reached `on_error`, when the watch after the first
+/// list meets `closed` connections closed unanswered.
+async fn watch_after_closed_connections(closed: usize, n: usize) -> (Vec<String>, Vec<String>) {
     let step = Arc::new(Mutex::new(0));
     let s = step.clone();
     let server = RawServer::start(move |_| {
@@ -214,27 +225,43 @@ async fn watch_after_closed_connections(closed: usize, n: usize) -> Vec<String> 
         }
     })
     .await;
-    requests(&server, n).await.0
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let seen = errors.clone();
+    let mut opts = options();
+    opts.on_error = Some(Arc::new(move |e: &informer::Error| {
+        seen.lock().unwrap().push(e.to_string())
+    }));
+    let queries = requests_with(&server, n, opts).await.0;
+    let errors = errors.lock().unwrap().clone();
+    (queries, errors)
 }
 
 #[tokio::test]
 async fn a_connection_closed_while_opening_the_watch_retries_the_watch_without_relisting() {
     // R23: client-go's REST client retries a watch that met a transport error (up to 10 times)
     // before its reflector sees it; the version is not in question, so no relist.
-    let q = watch_after_closed_connections(3, 6).await;
+    let (q, errors) = watch_after_closed_connections(3, 6).await;
     let watch = "allowWatchBookmarks=true&resourceVersion=10&watch=true";
     assert_eq!(
         q[2..6],
         [watch; 4],
         "the same watch four times, no LIST in between: {q:?}"
     );
+    // And, as client-go's error handler, `on_error` never hears of these retries (#46).
+    assert_eq!(errors, Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn a_watch_that_cannot_be_opened_eleven_times_in_a_row_relists() {
-    let q = watch_after_closed_connections(11, 14).await;
+    let (q, errors) = watch_after_closed_connections(11, 14).await;
     let watch = "allowWatchBookmarks=true&resourceVersion=10&watch=true";
     assert_eq!(q[2..13], [watch; 11], "{q:?}");
+    let closed = errors.iter().filter(|e| e.contains("connection closed"));
+    assert_eq!(
+        closed.count(),
+        1,
+        "the eleventh failure is told: {errors:?}"
+    );
     assert!(
         q[13].contains("sendInitialEvents=true"),
         "then a relist (streaming again, WL8): {q:?}"
