@@ -695,4 +695,42 @@ mod tests {
         assert!(edited.remove("x.y"));
         assert_eq!(edited.to_json(), r#"{"a.b":{"e":[3]},"x":{}}"#);
     }
+
+    /// What the server sends keeps a single copy of its metadata: the typed `ObjectMeta`, which
+    /// writes back the very text (the second, raw copy is for metadata it would not reproduce,
+    /// such as members it does not name). Checked on real kube-apiserver 1.20 objects and on a
+    /// custom resource as the apiserver writes one, managedFields, owners and finalizers
+    /// included. (#46: dynamic custom resources were thought to keep a second copy.)
+    #[test]
+    fn objects_as_servers_send_them_keep_one_copy_of_their_metadata() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/wire/");
+        let mut texts: Vec<String> = [
+            "real-1.20-pod-managedfields-two-managers.json",
+            "real-1.20-service.json",
+            "real-1.20-endpoints.json",
+            "real-1.20-endpointslice-v1beta1.json",
+            "public-service-tke-2023.json",
+        ]
+        .iter()
+        .map(|f| std::fs::read_to_string(format!("{root}{f}")).unwrap())
+        .collect();
+        texts.push(
+            r#"{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w","namespace":"default","uid":"6f1c","resourceVersion":"812","generation":2,"creationTimestamp":"2026-12-07T08:00:00Z","labels":{"app.kubernetes.io/name":"w"},"annotations":{"a":"b"},"ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"c","uid":"1a2b","controller":true,"blockOwnerDeletion":true}],"finalizers":["example.com/cleanup"],"managedFields":[{"manager":"op","operation":"Apply","apiVersion":"example.com/v1","time":"2026-12-07T08:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{"f:size":{}}}}]},"spec":{"size":3}}"#
+                .to_string(),
+        );
+        for text in &texts {
+            let o: JsonObject = serde_json::from_str(text).unwrap();
+            assert!(
+                matches!(o.metadata_text, MetadataText::Typed),
+                "a second copy of {}",
+                o.meta().name
+            );
+            assert_eq!(parsed(&o.to_json()), parsed(text));
+        }
+        // Metadata the typed form would not reproduce keeps its text, and so survives.
+        let odd = r#"{"metadata":{"name":"a","futureField":{"x":1}}}"#;
+        let o: JsonObject = serde_json::from_str(odd).unwrap();
+        assert!(matches!(o.metadata_text, MetadataText::Raw(_)));
+        assert_eq!(parsed(&o.to_json()), parsed(odd));
+    }
 }
