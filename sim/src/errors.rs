@@ -115,6 +115,25 @@ impl ApiError {
         .with_details(json!({"name": name, "kind": resource}))
     }
 
+    /// The 409 Conflict of a write whose body names the uid of an object that is gone (the
+    /// storage's uid precondition), as kube-apiserver 1.20 words it.
+    pub fn uid_precondition_failed(plural: &str, group: &str, name: &str, uid: &str) -> Self {
+        let resource = if group.is_empty() {
+            plural.to_string()
+        } else {
+            format!("{plural}.{group}")
+        };
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {resource} \"{name}\": Precondition failed: \
+                 UID in precondition: {uid}, UID in object meta: "
+            ),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": plural}))
+    }
+
     /// 400 BadRequest.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)

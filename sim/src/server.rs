@@ -563,8 +563,9 @@ async fn resource(
             let body = read_json(req)
                 .await?
                 .ok_or_else(|| ApiError::bad_request("the body of the request was empty"))?;
-            let obj = store.replace_with(t.idx, ns, name, body, &ctx)?;
-            Ok(json_response(faults, 200, obj.full(&t.info)))
+            let (obj, created) = store.put_with(t.idx, ns, name, body, &ctx)?;
+            let code = if created { 201 } else { 200 };
+            Ok(json_response(faults, code, obj.full(&t.info)))
         }
         (&Method::PATCH, Some(name)) => {
             let kind = patch_kind(&t.info, &content_type)?;

@@ -815,6 +815,47 @@ impl Store {
         self.replace_with(idx, ns, name, value, &WriteCtx::default())
     }
 
+    /// A PUT through `ctx`: replaces `name` with `value`, or, for the kinds the apiserver lets
+    /// an update create (Leases and Endpoints: their strategies' `AllowCreateOnUpdate`), creates
+    /// it when it is missing, whatever resourceVersion the body carries (checked against 1.20: a
+    /// stale resourceVersion on a deleted Lease answers 201, unless the body names the deleted
+    /// object's uid: 409). `true` when it created.
+    pub fn put_with(
+        &self,
+        idx: usize,
+        ns: Option<&str>,
+        name: &str,
+        mut value: Value,
+        ctx: &WriteCtx,
+    ) -> Result<(Arc<Obj>, bool), ApiError> {
+        let mut g = self.lock();
+        let info = g.registry.list()[idx].clone();
+        let missing = !g.objects[idx].contains_key(&key(Self::scope(&info, ns).as_deref(), name));
+        let creates = leases::is_lease(&info)
+            || (info.api.group.is_empty() && info.api.plural == "endpoints");
+        if missing && creates && value.is_object() {
+            // The body names the uid of an object that is gone: the storage's uid precondition
+            // fails (what an elector renewing a deleted Lease meets).
+            if let Some(uid) = meta_str(&value, "uid").filter(|u| !u.is_empty()) {
+                let (plural, group) = (&info.api.plural, &info.api.group);
+                return Err(ApiError::uid_precondition_failed(plural, group, name, uid));
+            }
+            if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.remove("resourceVersion");
+                meta.entry("name")
+                    .or_insert_with(|| Value::String(name.to_string()));
+            } else {
+                value["metadata"] = json!({ "name": name });
+            }
+            return self
+                .create_locked(&mut g, idx, ns, value, ctx)
+                .map(|obj| (obj, true));
+        }
+        drop(g);
+        self.replace_with(idx, ns, name, value, ctx)
+            .map(|obj| (obj, false))
+    }
+
     /// Replaces `name` with `value` through `ctx` (PUT).
     pub fn replace_with(
         &self,
