@@ -57,6 +57,9 @@ impl Metadata for ObjectMeta {
     fn finalizers(&self) -> &[String] {
         self.finalizers.as_deref().unwrap_or_default()
     }
+    fn drop_managed_fields(&mut self) {
+        self.managed_fields = None;
+    }
     fn controller_owner(&self) -> Option<OwnerRef<'_>> {
         let r = self
             .owner_references

@@ -205,6 +205,11 @@ pub trait Metadata {
     fn finalizers(&self) -> &[String];
     /// The owner reference with `controller: true`, if any.
     fn controller_owner(&self) -> Option<OwnerRef<'_>>;
+    /// Forgets `managedFields` ([`ReflectorOptions::drop_managed_fields`]); metadata that keeps
+    /// none has nothing to do (the default).
+    ///
+    /// [`ReflectorOptions::drop_managed_fields`]: crate::reflector::ReflectorOptions::drop_managed_fields
+    fn drop_managed_fields(&mut self) {}
 
     /// The cache key: `namespace/name`, or `name` for cluster-scoped objects (client-go's
     /// `MetaNamespaceKeyFunc`).
@@ -259,6 +264,9 @@ impl Metadata for ObjectMeta {
     }
     fn finalizers(&self) -> &[String] {
         &self.finalizers
+    }
+    fn drop_managed_fields(&mut self) {
+        self.managed_fields = None;
     }
     fn controller_owner(&self) -> Option<OwnerRef<'_>> {
         let r = self

@@ -229,6 +229,12 @@ pub struct ReflectorOptions {
     pub initial_events_deadline: Duration,
     /// Delays between failed lists and watches.
     pub backoff: BackoffOptions,
+    /// Drop every object's `managedFields` (server-side apply's bookkeeping) before it is
+    /// stored: on a Pod as a cluster holds it, 1.8 KB of its 4.7 KB, and the largest single
+    /// part of what the store keeps (`docs/measurements.md`). Few controllers read it; client-go
+    /// users strip it with `SetTransform`. Applied before any transform of your own. Default
+    /// `false`, as client-go keeps it.
+    pub drop_managed_fields: bool,
     /// Told of every error (list, watch, decode, handler panic) until the fifo is closed (the
     /// informer stopped): none after that. Routine events (a quiet watch re-opened, ...) are not
     /// errors: the [module docs](self#failures-and-routine-events) list them.
@@ -249,6 +255,7 @@ impl Default for ReflectorOptions {
             streaming_list: true,
             initial_events_deadline: INITIAL_EVENTS_DEADLINE,
             backoff: BackoffOptions::default(),
+            drop_managed_fields: false,
             on_error: None,
         }
     }
@@ -268,6 +275,7 @@ impl std::fmt::Debug for ReflectorOptions {
             .field("streaming_list", &self.streaming_list)
             .field("initial_events_deadline", &self.initial_events_deadline)
             .field("backoff", &self.backoff)
+            .field("drop_managed_fields", &self.drop_managed_fields)
             .finish_non_exhaustive()
     }
 }
@@ -481,12 +489,30 @@ impl<T: Object + Clone> Reflector<T> {
         self
     }
 
-    /// Applies `f` to every object once, before it is queued.
+    /// Applies `f` to every object once, before it is queued (after dropping its
+    /// `managedFields` if [`ReflectorOptions::drop_managed_fields`] says so). Set it once.
     pub fn with_transform(mut self, f: Transform<T>) -> Self {
-        // Watch events reach the fifo undecoded: it applies the transform when it decodes them.
-        self.fifo.set_transform(f.clone());
         self.transform = Some(f);
         self
+    }
+
+    /// The transform every object goes through: the options' and the caller's, composed. Set
+    /// on the fifo when the reflector starts, before anything is decoded: watch events reach
+    /// the fifo undecoded, and it applies the transform when it decodes them.
+    fn install_transform(&mut self) {
+        if self.options.drop_managed_fields {
+            let then = self.transform.take();
+            self.transform = Some(Arc::new(move |mut o: T| {
+                crate::model::Metadata::drop_managed_fields(o.meta_mut());
+                match &then {
+                    Some(f) => f(o),
+                    None => o,
+                }
+            }));
+        }
+        if let Some(f) = &self.transform {
+            self.fifo.set_transform(f.clone());
+        }
     }
 
     /// A handle on the reflector's health, updated as it runs.
@@ -498,6 +524,7 @@ impl<T: Object + Clone> Reflector<T> {
     /// `reflector` span naming the resource and namespace.
     pub async fn run(mut self) {
         use tracing::Instrument as _;
+        self.install_transform();
         let span = tracing::info_span!(
             "reflector",
             resource = %self.api.resource().plural,

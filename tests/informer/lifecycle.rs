@@ -556,3 +556,75 @@ async fn connections_closed_while_a_watch_opens_are_retried_without_a_relist() {
     assert_eq!(health.last_error, None, "{health:?}");
     inf.stop();
 }
+
+/// `ReflectorOptions::drop_managed_fields`: objects from the list and from the watch are stored
+/// without `managedFields`, and a transform of the caller's still runs, after the drop; without
+/// the option they are kept. (#47: the largest part of a stored Pod.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drop_managed_fields_strips_listed_and_watched_objects_before_the_callers_transform() {
+    let sim = Simulator::start().await.unwrap();
+    let managed = |v: u64| {
+        json!({"metadata": {"name": "c1", "managedFields": [
+                   {"manager": "kubectl", "operation": "Update", "apiVersion": "v1",
+                    "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:v": {}}}}]},
+               "data": {"v": v.to_string()}})
+    };
+    sim.create("configmaps", Some("a"), managed(0)).unwrap();
+    let kept: Informer<ConfigMap> = Informer::new(Api::namespaced(client(&sim), "a"), options());
+    let dropping = ReflectorOptions {
+        drop_managed_fields: true,
+        ..options()
+    };
+    let stripped = Informer::with_transform(
+        Api::<ConfigMap>::namespaced(client(&sim), "a"),
+        dropping,
+        Arc::new(|mut c: ConfigMap| {
+            // The caller's transform sees the object after the drop.
+            let dropped = c.metadata.managed_fields.is_none();
+            c.metadata
+                .labels
+                .insert("dropped-before".into(), dropped.to_string());
+            c
+        }),
+    );
+    kept.start();
+    stripped.start();
+    kept.wait_for_sync(Duration::from_secs(60)).await.unwrap();
+    stripped
+        .wait_for_sync(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let listed = informer::store::Ref::to_arc(&stripped.store().get("a", "c1").unwrap());
+    assert!(listed.metadata.managed_fields.is_none(), "{listed:?}");
+    assert_eq!(listed.metadata.labels.get("dropped-before"), Some("true"));
+    assert!(
+        kept.store()
+            .get("a", "c1")
+            .unwrap()
+            .metadata
+            .managed_fields
+            .is_some()
+    );
+
+    sim.replace("configmaps", Some("a"), "c1", managed(1))
+        .unwrap();
+    let at_1 = |inf: &Informer<ConfigMap>| {
+        inf.store()
+            .get("a", "c1")
+            .is_some_and(|c| c.data.get("v") == Some("1"))
+    };
+    assert!(eventually(60, || at_1(&stripped) && at_1(&kept)).await);
+    let watched = informer::store::Ref::to_arc(&stripped.store().get("a", "c1").unwrap());
+    assert!(watched.metadata.managed_fields.is_none(), "{watched:?}");
+    assert_eq!(watched.metadata.labels.get("dropped-before"), Some("true"));
+    assert!(
+        kept.store()
+            .get("a", "c1")
+            .unwrap()
+            .metadata
+            .managed_fields
+            .is_some()
+    );
+    kept.stop();
+    stripped.stop();
+}
