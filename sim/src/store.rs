@@ -337,6 +337,16 @@ pub(crate) struct Store {
     rv_tx: watch::Sender<u64>,
 }
 
+/// What a PUT writes over the stored object: `value`, once a Lease's is checked to carry the
+/// resourceVersion it replaces (kube-apiserver requires one for Leases).
+fn replaced(value: Value, info: &ResourceInfo, name: &str) -> Result<Value, ApiError> {
+    let rv = meta_str(&value, "resourceVersion").unwrap_or("");
+    if leases::is_lease(info) && rv.is_empty() {
+        return Err(leases::resource_version_required(name));
+    }
+    Ok(value)
+}
+
 fn key(ns: Option<&str>, name: &str) -> String {
     match ns {
         Some(ns) => format!("{ns}/{name}"),
@@ -828,6 +838,8 @@ impl Store {
         mut value: Value,
         ctx: &WriteCtx,
     ) -> Result<(Arc<Obj>, bool), ApiError> {
+        // One lock for the check and the write: a DELETE in between must not turn a create
+        // into a 404.
         let mut g = self.lock();
         let info = g.registry.list()[idx].clone();
         let missing = !g.objects[idx].contains_key(&key(Self::scope(&info, ns).as_deref(), name));
@@ -840,10 +852,17 @@ impl Store {
                 let (plural, group) = (&info.api.plural, &info.api.group);
                 return Err(ApiError::uid_precondition_failed(plural, group, name, uid));
             }
+            match meta_str(&value, "name") {
+                Some(n) if !n.is_empty() && n != name => {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+                _ => {}
+            }
             if let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
                 meta.remove("resourceVersion");
-                meta.entry("name")
-                    .or_insert_with(|| Value::String(name.to_string()));
+                meta.insert("name".into(), Value::String(name.to_string()));
             } else {
                 value["metadata"] = json!({ "name": name });
             }
@@ -851,9 +870,10 @@ impl Store {
                 .create_locked(&mut g, idx, ns, value, ctx)
                 .map(|obj| (obj, true));
         }
-        drop(g);
-        self.replace_with(idx, ns, name, value, ctx)
-            .map(|obj| (obj, false))
+        self.update_locked(&mut g, idx, ns, name, ctx, |_, info| {
+            replaced(value, info, name)
+        })
+        .map(|obj| (obj, false))
     }
 
     /// Replaces `name` with `value` through `ctx` (PUT).
@@ -865,13 +885,7 @@ impl Store {
         value: Value,
         ctx: &WriteCtx,
     ) -> Result<Arc<Obj>, ApiError> {
-        self.update(idx, ns, name, ctx, |_, info| {
-            let rv = meta_str(&value, "resourceVersion").unwrap_or("");
-            if leases::is_lease(info) && rv.is_empty() {
-                return Err(leases::resource_version_required(name));
-            }
-            Ok(value)
-        })
+        self.update(idx, ns, name, ctx, |_, info| replaced(value, info, name))
     }
 
     /// Applies an RFC 7386 merge patch to `name` (PATCH) as a privileged writer.

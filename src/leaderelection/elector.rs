@@ -67,11 +67,11 @@ struct Election {
     /// While leading: when the fence closes (send time of the last successful write plus
     /// RenewDeadline) and the token it carries.
     leading: Option<(Instant, FencingToken)>,
-    /// A leadership won by creating the Lease, and the instant from which a successful renewal
-    /// opens its fence (LeaseDuration after the creation was sent): a Lease missing now may
-    /// have been deleted under a holder cut off from the server, whose fence stays open until
-    /// RenewDeadline after its last renewal, which came before the deletion and so before the
-    /// creation.
+    /// A leadership won by creating the Lease (or found held by this identity unawares), and
+    /// the instant from which a successful renewal opens its fence (LeaseDuration after this
+    /// elector learned of it): a Lease missing now may have been deleted under a holder cut off
+    /// from the server, whose fence stays open until RenewDeadline after its last renewal,
+    /// which came before the deletion and so before the creation's answer.
     created: Option<(Instant, FencingToken)>,
     /// The holder last reported as new leader.
     reported_leader: Option<String>,
@@ -276,15 +276,22 @@ impl LeaderElector {
             self.report_leader(&mut election);
             match outcome {
                 Outcome::Created(token) => {
-                    tracing::info!(
-                        lease = %self.lock.describe(),
-                        identity = %self.identity,
-                        opens_in = ?self.config.lease_duration,
-                        "created the lease; the fence opens at the first renewal after \
-                         LeaseDuration (an earlier holder may not know of the deletion yet)"
-                    );
-                    self.stop_leading(&mut election);
-                    election.created = Some((sent + self.config.lease_duration, token));
+                    // LeaseDuration from now, when this elector learned of the leadership: the
+                    // write that made it the holder reached the server before now, however long
+                    // it took on the way.
+                    if !election.created.as_ref().is_some_and(|(_, t)| *t == token) {
+                        tracing::info!(
+                            lease = %self.lock.describe(),
+                            identity = %self.identity,
+                            opens_in = ?self.config.lease_duration,
+                            "holding a lease this elector created or did not know it held; the \
+                             fence opens at the first renewal after LeaseDuration (an earlier \
+                             holder may not know yet)"
+                        );
+                        self.stop_leading(&mut election);
+                        election.created =
+                            Some((Instant::now() + self.config.lease_duration, token));
+                    }
                     next_attempt = sent + self.config.retry_period;
                 }
                 Outcome::Leading(token) => {
@@ -522,8 +529,15 @@ impl LeaderElector {
         } else {
             record.lease_transitions = Some(transitions + 1);
         }
+        // Held by this elector, which did not know it (not leading): a write whose answer it
+        // never got (a create, a takeover), or an earlier process with its identity. Its fence
+        // may open only as a created Lease's does.
+        let unknown = ours(&holder) && election.leading.is_none();
         match self.lock.update(&current, &record, &self.labels).await {
-            Ok(written) => self.wrote(election, written, now),
+            Ok(written) => match self.wrote(election, written, now) {
+                Outcome::Leading(token) if unknown => Outcome::Created(token),
+                other => other,
+            },
             Err(error) => {
                 tracing::debug!(%error, "updating the lease failed (a lost race is a conflict)");
                 Outcome::Failed
@@ -631,10 +645,10 @@ impl Drop for LeaderElector {
 enum Outcome {
     /// This elector wrote the Lease as its holder.
     Leading(FencingToken),
-    /// This elector created the Lease (it was missing) and holds it; its fence opens later.
+    /// This elector holds a Lease it created (it was missing), or found held by its identity
+    /// without knowing it; its fence opens later.
     Created(FencingToken),
-    /// Another holder's Lease is valid until `expires` (local clock); or, deleted, was last seen
-    /// held by another less than its LeaseDuration before it was found missing.
+    /// Another holder's Lease is valid until `expires` (local clock).
     HeldByOther { expires: Instant },
     /// The Lease this elector led on was found deleted.
     Gone,

@@ -25,7 +25,10 @@
 //!   such a deletion from a first start (a replica started after the deletion never saw the
 //!   Lease), so the first leader of a new Lease also leads LeaseDuration after its start (15 s
 //!   by default) rather than at once: the price of no two leaders when a Lease is deleted. The
-//!   Lease is held and renewed meanwhile, so the others follow.
+//!   Lease is held and renewed meanwhile, so the others follow. So does a Lease found held by
+//!   this elector's own identity without its knowing (a write whose answer never came back, or
+//!   an earlier process with the same identity, which may still be running, cut off): its
+//!   fence opens LeaseDuration after the elector found it, where client-go leads at once.
 //! * A Lease found **deleted** is a change like any other. A leader that finds its Lease gone
 //!   stops leading (its fence closes) and, like anyone, may create it again at its next attempt.
 //!   Its `leaseTransitions` count on from the Lease last seen (+ 1), where client-go starts again

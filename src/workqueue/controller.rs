@@ -715,7 +715,14 @@ async fn open_when_caught_up<Tok: FenceToken>(
             None => {
                 gated.send_if_modified(|open| open.take().is_some());
             }
-            Some(token) if gated.borrow().as_ref() == Some(&token) => {}
+            // The same leadership, still holding. A token equal to the one the workers have
+            // but lapsed is a new leadership its elector opened at once after closing (the
+            // `None` between the two may not be seen): catch up and open it again.
+            Some(token)
+                if gated
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|open| *open == token && open.holds()) => {}
             Some(token) => {
                 // Another leadership: the old one's workers stop while this one catches up.
                 gated.send_if_modified(|open| open.take().is_some());

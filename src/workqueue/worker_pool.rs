@@ -48,8 +48,9 @@ use super::WorkQueue;
 /// deadline fires would otherwise take one more step on a Lease that another replica may hold
 /// by then. A [`FencingToken`](crate::leaderelection::FencingToken) holds until RenewDeadline
 /// after its elector's last successful renewal was sent, and never again once its fence closed.
-/// Plain values (numbers, strings, `bool`, `()`) hold while the fence holds them; implement the
-/// trait for a token of your own with an empty `impl` for the same.
+/// Plain values (numbers, strings, `bool`, `()`) hold while the fence holds them, and an `Arc` of
+/// a token as the token does; implement the trait for a token of your own with an empty `impl`
+/// for the same (for another crate's type, wrap it in a type of your own).
 ///
 /// ```
 /// use informer::workqueue::FenceToken;
@@ -66,6 +67,13 @@ pub trait FenceToken: Clone + PartialEq + Send + Sync + 'static {
     /// for that token (the fence's owner opens the fence anew instead).
     fn holds(&self) -> bool {
         true
+    }
+}
+
+/// A shared token holds while the token it shares does.
+impl<T: FenceToken> FenceToken for Arc<T> {
+    fn holds(&self) -> bool {
+        T::holds(self)
     }
 }
 
@@ -722,10 +730,11 @@ async fn fenced_worker_loop<K, T, R, Fut>(
         }
         let work = WhileHolds {
             token: &token,
-            work: pin!(reconcile_caught(
-                &key,
-                reconcile(key.clone(), token.clone())
-            )),
+            // The call itself inside the caught future, as in `worker_loop`: a reconcile that
+            // panics before returning its future costs this key a retry, not the worker.
+            work: pin!(reconcile_caught(&key, async {
+                reconcile(key.clone(), token.clone()).await
+            })),
         };
         let moved = fence.wait_for(|now| now.as_ref() != Some(&token));
         match select(pin!(work), pin!(moved)).await {

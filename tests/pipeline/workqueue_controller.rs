@@ -316,3 +316,100 @@ async fn shutdown_grace_cancels_what_still_runs_and_keeps_the_counts() {
     assert_eq!(metrics.in_flight, 0, "the cancelled key was marked done");
     assert!(queue.is_shutting_down());
 }
+
+/// A fenced reconcile function that panics before it returns its future costs its key a retry,
+/// as in `run`: the other keys are reconciled and the run goes on. (It panicked the run when the
+/// call was made outside the caught future.)
+#[tokio::test(start_paused = true)]
+async fn a_fenced_reconcile_panicking_before_its_future_is_caught() {
+    let queue: WorkQueue<&'static str> = queue_with_backoff(10 * MS);
+    queue.add("bad");
+    queue.add("good");
+    let (_fence, fenced) = tokio::sync::watch::channel(Some(1u64));
+    let done = Arc::new(Mutex::new(Vec::new()));
+    let seen = done.clone();
+    let summary = WorkerPool::new(queue.clone(), 1)
+        .run_fenced(
+            fenced,
+            move |key: &'static str, _token: u64| {
+                assert_ne!(key, "bad", "a reconcile that panics at once");
+                seen.lock().unwrap().push(key);
+                async { Ok::<_, String>(Action::Done) }
+            },
+            sleep(100 * MS),
+        )
+        .await;
+    assert_eq!(*done.lock().unwrap(), ["good"]);
+    assert!(summary.panicked >= 1, "{summary:?}");
+    assert_eq!(summary.done, 1, "{summary:?}");
+}
+
+/// A token that stops holding, and a fresh one equal to it (the same leadership as far as `==`
+/// tells, opened again by its owner).
+#[derive(Clone)]
+struct Lapsing {
+    term: u64,
+    live: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl PartialEq for Lapsing {
+    fn eq(&self, other: &Self) -> bool {
+        self.term == other.term
+    }
+}
+
+impl informer::workqueue::FenceToken for Lapsing {
+    fn holds(&self) -> bool {
+        self.live.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Workers stop at once when their token lapses, and start again when the fence opens with a
+/// fresh token equal to the lapsed one.
+#[tokio::test(start_paused = true)]
+async fn workers_stop_when_the_token_lapses_and_resume_on_a_fresh_equal_one() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let queue: WorkQueue<&'static str> = WorkQueue::new();
+    let first = Lapsing {
+        term: 1,
+        live: Arc::new(AtomicBool::new(true)),
+    };
+    let (fence, fenced) = tokio::sync::watch::channel(Some(first.clone()));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counted = runs.clone();
+    let pool = WorkerPool::new(queue.clone(), 1);
+    let run = tokio::spawn(pool.run_fenced(
+        fenced,
+        move |_key: &'static str, _token: Lapsing| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async {
+                sleep(10 * MS).await;
+                Ok::<_, String>(Action::RequeueAfter(10 * MS))
+            }
+        },
+        sleep(Duration::from_secs(10)),
+    ));
+    queue.add("k");
+    sleep(100 * MS).await;
+    assert!(runs.load(Ordering::SeqCst) >= 4);
+    first.live.store(false, Ordering::SeqCst);
+    sleep(15 * MS).await; // the reconcile in flight is dropped at its next poll
+    let lapsed_at = runs.load(Ordering::SeqCst);
+    sleep(100 * MS).await;
+    assert_eq!(
+        runs.load(Ordering::SeqCst),
+        lapsed_at,
+        "nothing runs on a lapsed token"
+    );
+    fence.send_replace(Some(Lapsing {
+        term: 1,
+        live: Arc::new(AtomicBool::new(true)),
+    }));
+    sleep(100 * MS).await;
+    assert!(
+        runs.load(Ordering::SeqCst) > lapsed_at,
+        "the fresh token opens again"
+    );
+    let summary = run.await.unwrap();
+    assert!(summary.fenced >= 1, "{summary:?}");
+}
