@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::tokens::Lapsing;
 use informer::informer::InformerRequest;
 use informer::workqueue::{
     Action, Controller, ItemExponentialRateLimiter, ObjectRef, RunSummary, WorkQueue,
@@ -920,6 +921,32 @@ async fn requeue_after_reconciles_the_object_again_after_the_delay() {
     configmaps.stop();
 }
 
+/// Stalls the simulator's watches once `configmaps` watches (a watch opened later would replay
+/// the change), then sets `default/c1`'s `v` to 1, which the store does not see.
+async fn hide_a_change(sim: &Simulator, configmaps: &Informer<ConfigMap>) {
+    timeout(PATIENCE, async {
+        while configmaps.health().phase != informer::reflector::Phase::Watching {
+            sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the informer watches");
+    sim.faults().stall_watches();
+    sim.patch(
+        "configmaps",
+        Some("default"),
+        "c1",
+        &json!({"data": {"v": "1"}}),
+    )
+    .unwrap();
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        &configmaps.store().get("default", "c1").unwrap().data["v"],
+        "0",
+        "the stalled watch hides the change"
+    );
+}
+
 /// A fenced controller whose fence reopens while its watches hid a change (as a partition does):
 /// the workers start only once the store holds a list started after the opening, so no
 /// reconcile under the new opening reads the older object. Without the catch-up, the requeued
@@ -953,29 +980,8 @@ async fn a_reopened_fence_waits_for_a_fresh_list_before_any_reconcile() {
     );
     fence.send_replace(None);
     // Reconciles under token 1 may still finish; none starts once the workers saw the close.
-    // Stalled once the watch after the opening's relist is open (one opened later would replay
-    // the change).
-    timeout(PATIENCE, async {
-        while configmaps.health().phase != informer::reflector::Phase::Watching {
-            sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the informer watches");
-    sim.faults().stall_watches();
-    sim.patch(
-        "configmaps",
-        Some("default"),
-        "c1",
-        &json!({"data": {"v": "1"}}),
-    )
-    .unwrap();
-    sleep(Duration::from_millis(100)).await; // the key is requeued and due meanwhile
-    assert_eq!(
-        &configmaps.store().get("default", "c1").unwrap().data["v"],
-        "0",
-        "the stalled watch hides the change"
-    );
+    // The key is requeued and due meanwhile.
+    hide_a_change(&sim, &configmaps).await;
     let lists = configmaps.health().lists;
 
     fence.send_replace(Some(2));
@@ -1026,28 +1032,7 @@ async fn a_first_opening_waits_for_a_list_started_after_it() {
             stopped,
         ));
     configmaps.wait_for_sync(PATIENCE).await.unwrap();
-    // Stalled once its watch is open (a watch opened later would replay the change).
-    timeout(PATIENCE, async {
-        while configmaps.health().phase != informer::reflector::Phase::Watching {
-            sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the informer watches");
-    sim.faults().stall_watches();
-    sim.patch(
-        "configmaps",
-        Some("default"),
-        "c1",
-        &json!({"data": {"v": "1"}}),
-    )
-    .unwrap();
-    sleep(Duration::from_millis(100)).await;
-    assert_eq!(
-        &configmaps.store().get("default", "c1").unwrap().data["v"],
-        "0",
-        "the stalled watch hides the change"
-    );
+    hide_a_change(&sim, &configmaps).await;
     let lists = configmaps.health().lists;
 
     fence.send_replace(Some(1));
@@ -1099,39 +1084,14 @@ async fn relist_brings_what_a_hung_watch_hid() {
     configmaps.stop();
 }
 
-/// A token that stops holding, and a fresh one equal to it: what a `LeaderElector` publishes
-/// when a renewal comes back after its token lapsed (it closes and opens again at once, and a
-/// reader may see only the second value).
-#[derive(Clone)]
-struct Lapsing {
-    term: u64,
-    live: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl PartialEq for Lapsing {
-    fn eq(&self, other: &Self) -> bool {
-        self.term == other.term
-    }
-}
-
-impl informer::workqueue::FenceToken for Lapsing {
-    fn holds(&self) -> bool {
-        self.live.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 /// The controller's gate opens again for a fresh token equal to the lapsed one it holds. Before,
 /// it took the equal token for the one already open, the workers kept the lapsed one, and
 /// nothing was reconciled again for as long as the leadership lasted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_token_equal_to_a_lapsed_one_opens_the_gate_again() {
-    use std::sync::atomic::AtomicBool;
     let sim = Simulator::start().await.unwrap();
     let (configmaps, controller) = configmap_controller(&sim, &["c1"], WorkQueue::new()).await;
-    let first = Lapsing {
-        term: 1,
-        live: Arc::new(AtomicBool::new(true)),
-    };
+    let first = Lapsing::new(1);
     let (fence, fenced) = tokio::sync::watch::channel(Some(first.clone()));
     let (seen_tx, mut seen) = mpsc::unbounded_channel::<u64>();
     let (stop, stopped) = stop_signal();
@@ -1153,14 +1113,11 @@ async fn a_fresh_token_equal_to_a_lapsed_one_opens_the_gate_again() {
         next(&mut seen, "a reconcile under the first token").await,
         1
     );
-    first.live.store(false, std::sync::atomic::Ordering::SeqCst);
+    first.lapse();
     // Whatever was in flight has ended (a reconcile here takes no time): drain it.
     sleep(Duration::from_millis(100)).await;
     while seen.try_recv().is_ok() {}
-    fence.send_replace(Some(Lapsing {
-        term: 1,
-        live: Arc::new(AtomicBool::new(true)),
-    }));
+    fence.send_replace(Some(Lapsing::new(1)));
     assert_eq!(
         next(&mut seen, "a reconcile under the fresh token").await,
         1

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::tokens::Lapsing;
 use informer::workqueue::{Action, ItemExponentialRateLimiter, RunSummary, WorkQueue, WorkerPool};
 use tokio::time::{Instant, sleep, timeout};
 
@@ -344,36 +345,13 @@ async fn a_fenced_reconcile_panicking_before_its_future_is_caught() {
     assert_eq!(summary.done, 1, "{summary:?}");
 }
 
-/// A token that stops holding, and a fresh one equal to it (the same leadership as far as `==`
-/// tells, opened again by its owner).
-#[derive(Clone)]
-struct Lapsing {
-    term: u64,
-    live: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl PartialEq for Lapsing {
-    fn eq(&self, other: &Self) -> bool {
-        self.term == other.term
-    }
-}
-
-impl informer::workqueue::FenceToken for Lapsing {
-    fn holds(&self) -> bool {
-        self.live.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
-
 /// Workers stop at once when their token lapses, and start again when the fence opens with a
 /// fresh token equal to the lapsed one.
 #[tokio::test(start_paused = true)]
 async fn workers_stop_when_the_token_lapses_and_resume_on_a_fresh_equal_one() {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let queue: WorkQueue<&'static str> = WorkQueue::new();
-    let first = Lapsing {
-        term: 1,
-        live: Arc::new(AtomicBool::new(true)),
-    };
+    let first = Lapsing::new(1);
     let (fence, fenced) = tokio::sync::watch::channel(Some(first.clone()));
     let runs = Arc::new(AtomicUsize::new(0));
     let counted = runs.clone();
@@ -392,7 +370,7 @@ async fn workers_stop_when_the_token_lapses_and_resume_on_a_fresh_equal_one() {
     queue.add("k");
     sleep(100 * MS).await;
     assert!(runs.load(Ordering::SeqCst) >= 4);
-    first.live.store(false, Ordering::SeqCst);
+    first.lapse();
     sleep(15 * MS).await; // the reconcile in flight is dropped at its next poll
     let lapsed_at = runs.load(Ordering::SeqCst);
     sleep(100 * MS).await;
@@ -401,10 +379,7 @@ async fn workers_stop_when_the_token_lapses_and_resume_on_a_fresh_equal_one() {
         lapsed_at,
         "nothing runs on a lapsed token"
     );
-    fence.send_replace(Some(Lapsing {
-        term: 1,
-        live: Arc::new(AtomicBool::new(true)),
-    }));
+    fence.send_replace(Some(Lapsing::new(1)));
     sleep(100 * MS).await;
     assert!(
         runs.load(Ordering::SeqCst) > lapsed_at,

@@ -22,5 +22,7 @@ pub mod relay;
 pub mod real_apiserver;
 /// Reply builders for scripted list/watch servers: lists, watch streams, events, `Status` bodies.
 pub mod scripted;
+/// A fence token whose holding a test switches off.
+pub mod tokens;
 /// Every write of `Api` as one scenario for any server (simulator and real apiserver alike).
 pub mod writes;
