@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-fuzz/seeds}"
 rm -rf "$out"
-mkdir -p "$out"/{frames,watch_event,list_body,kubeconfig,json_object}
+mkdir -p "$out"/{frames,watch_event,list_body,kubeconfig,json_object,protobuf}
 # Named by content, so duplicates collapse and pipelines (subshells) need no shared counter.
 seed() {
     local tmp
@@ -45,6 +45,13 @@ for f in fixtures/wire/*.json fixtures/*.json; do
 done
 printf '{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}' | seed watch_event
 printf '{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"12","annotations":{"k8s.io/initial-events-end":"true"}}}}' | seed watch_event
+
+# Protobuf: the real watch stream (de-chunked) pushed whole and in pieces of 1, 7 and 64 bytes
+# (the first byte), and one Endpoints' message.
+for piece in '\x00' '\x01' '\x07' '\x40'; do
+    { printf "$piece"; cat fixtures/real-1.20-watch-endpoints-protobuf.stream; } | seed protobuf
+done
+{ printf '\x00'; cat fixtures/real-1.20-endpoints-pb-1.pb; } | seed protobuf
 
 # Kubeconfigs: the shapes the tests use (tokens, exec plugins, certificates, merged files).
 cat <<'YAML' | seed kubeconfig

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Side by side, in one run: kube-rs 5.0's reflector, this repository's library typed
-# (informer-peer), the same through a dynamic informer (informer-peer --mode dynamic: JsonObject,
-# what CRD informers use; client `informer-dyn`) and `kwatch watch -o none` on the resource, against
-# one wire-server stream, ROUNDS rounds interleaved. Prints each run's JSON line, a median table and
+# Side by side, in one run: kube-rs 5.0's reflector, client-go 1.37 (the shared kit's static
+# binary; protobuf, as its typed clients ask), this repository's library typed (informer-peer: on
+# protobuf, and as `informer-json` on JSON), the same through a dynamic informer (informer-peer
+# --mode dynamic: JsonObject, what CRD informers use; client `informer-dyn`) and `kwatch watch -o
+# none` on the resource, against one wire-server stream (protobuf to the clients that ask for it),
+# ROUNDS rounds interleaved. Prints each run's JSON line, a median table and
 # a last line `MEDIANS {client: {figure: median}}`.
 #   ./compare.sh [--kind endpoints|endpointslices|pods] [--objects N] [--events M] [--rounds R]
-#                [--hot-keys K] [--clients "kube-rs informer informer-dyn kwatch"]
+#                [--hot-keys K] [--clients "kube-rs client-go informer informer-json informer-dyn kwatch"]
 # (`informer-k8s` in --clients: informer-peer --mode k8s-openapi, k8s-openapi's types in the
 # typed informer)
 # The first run builds the workspace (kube-rs and k8s-openapi take a few minutes on 2 cores).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-kind=endpoints objects=10000 events=200000 rounds=3 extra=() clients="kube-rs informer informer-dyn kwatch"
+kind=endpoints objects=10000 events=200000 rounds=3 extra=() clients="kube-rs client-go informer informer-json informer-dyn kwatch"
 while [ $# -gt 0 ]; do case "$1" in
   --kind) kind=$2; shift 2;; --objects) objects=$2; shift 2;; --events) events=$2; shift 2;;
   --rounds) rounds=$2; shift 2;; --hot-keys) extra+=(--hot-keys "$2"); shift 2;;
@@ -34,8 +36,17 @@ for _ in $(seq "$rounds"); do
   for c in $clients; do case "$c" in
   kube-rs)
     "$bin/kube-rs-peer" --server "$url" --kind "$kind" --events "$events" 2>/dev/null | tail -1 | grep '^{' | tee -a "$work/res" || true;;
-  informer|informer-dyn|informer-k8s)
-    mode=typed; [ "$c" = informer-dyn ] && mode=dynamic; [ "$c" = informer-k8s ] && mode=k8s-openapi
+  client-go)
+    # client-go of the 1.37 line, the shared kit's static binary (protobuf, as its typed clients ask).
+    cg="${CLIENT_GO_PEER:-$here/../../../shared/peers/bin/client-go-current-peer}"
+    if [ -x "$cg" ]; then
+      timeout 300 "$cg" --server "$url" --kind "$kind" --events "$events" 2>/dev/null | tail -1 | grep '^{' \
+        | sed 's/"client":"client-go v[^"]*"/"client":"client-go-1.37"/' | tee -a "$work/res" || true
+    else
+      echo "compare.sh: no client-go peer at $cg (set CLIENT_GO_PEER)" >&2
+    fi;;
+  informer|informer-json|informer-dyn|informer-k8s)
+    mode=typed; [ "$c" = informer-json ] && mode=json; [ "$c" = informer-dyn ] && mode=dynamic; [ "$c" = informer-k8s ] && mode=k8s-openapi
     "$bin/informer-peer" --server "$url" --kind "$kind" --events "$events" --watch-dump "$work/watch.jsonl" --mode "$mode" 2>"$work/ierr" | tail -1 | grep '^{' | tee -a "$work/res" || { echo "informer-peer --mode $mode failed: $(tail -2 "$work/ierr")" >&2; true; }
     tail -1 "$work/ierr" >&2;;
   kwatch)

@@ -268,13 +268,27 @@ impl Client {
         path_and_query: &str,
         body: Option<(Bytes, &'static str)>,
     ) -> Result<Response<ResponseBody>> {
+        self.send_accepting(method, path_and_query, body, JSON)
+            .await
+    }
+
+    /// [`send`](Self::send) with an `Accept` header of the caller's.
+    async fn send_accepting(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+        accept: &'static str,
+    ) -> Result<Response<ResponseBody>> {
         let mut retried = false;
         let mut redirects = 0;
         let mut path = std::borrow::Cow::Borrowed(path_and_query);
         let open_timeout = self.inner.config.open_timeout;
         loop {
             let path_and_query = &*path;
-            let req = self.build(&method, path_and_query, body.clone()).await?;
+            let req = self
+                .build(&method, path_and_query, body.clone(), accept)
+                .await?;
             self.retire_connections_of_an_older_certificate();
             let started = std::time::Instant::now();
             let resp = tokio::time::timeout(open_timeout, self.inner.pool.send(req))
@@ -432,6 +446,7 @@ impl Client {
         method: &Method,
         path_and_query: &str,
         body: Option<(Bytes, &'static str)>,
+        accept: &'static str,
     ) -> Result<Request<Full<Bytes>>> {
         let uri: Uri = format!("{}{}", self.inner.base, path_and_query)
             .parse()
@@ -439,7 +454,7 @@ impl Client {
         let mut req = Request::builder()
             .method(method.clone())
             .uri(uri)
-            .header(ACCEPT, "application/json")
+            .header(ACCEPT, accept)
             .header(
                 hyper::header::USER_AGENT,
                 concat!("informer/", env!("CARGO_PKG_VERSION")),
@@ -492,12 +507,30 @@ impl Client {
         path_and_query: &str,
         body: Option<(Bytes, &'static str)>,
     ) -> Result<Vec<u8>> {
+        let answer = self
+            .request_answer(method, path_and_query, body, JSON)
+            .await?;
+        Ok(answer.bytes)
+    }
+
+    /// Sends a request with an `Accept` header of the caller's and reads the whole answer, within
+    /// the request timeout and body limit, with whether it came in protobuf.
+    async fn request_answer(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+        accept: &'static str,
+    ) -> Result<Answer> {
         let timeout = self.inner.config.request_timeout;
         let what = format!("{method} {path_and_query}");
         let stall = self.inner.config.body_stall_timeout;
         let fut = async {
-            let resp = self.send(method, path_and_query, body).await?;
-            read_body(
+            let resp = self
+                .send_accepting(method, path_and_query, body, accept)
+                .await?;
+            let protobuf = is_protobuf(&resp);
+            let bytes = read_body(
                 resp.into_body(),
                 self.inner.config.max_response_bytes,
                 stall,
@@ -509,12 +542,63 @@ impl Client {
                     "{what}: the response body stopped arriving ({received} bytes received, \
                          then nothing for {stall:?}; the connection is given up)"
                 )),
-            })
+            })?;
+            Ok(Answer { bytes, protobuf })
         };
         tokio::time::timeout(timeout, fut)
             .await
             .map_err(|_| Error::Timeout(format!("{what} took longer than {timeout:?}")))?
     }
+}
+
+/// A protobuf answer this client cannot read (it did not ask for one).
+fn unasked_protobuf(path: &str) -> Error {
+    Error::Protocol(format!(
+        "GET {path} answered in protobuf, which this client did not ask for and cannot read \
+         for this type"
+    ))
+}
+
+/// A protobuf object or list that does not decode.
+fn protobuf_error(object: &[u8], message: String) -> Error {
+    Error::Decode {
+        offset: 0,
+        excerpt: crate::error::redacted_excerpt(object, 0, 80),
+        message,
+    }
+}
+
+/// Without the feature `protobuf`: the stand-in for an opened protobuf body (never made).
+#[cfg(not(feature = "protobuf"))]
+struct Opened {
+    object: Bytes,
+}
+
+/// A whole answer, and whether it came in protobuf.
+struct Answer {
+    bytes: Vec<u8>,
+    protobuf: bool,
+}
+
+/// JSON, the media type of every request body and of answers by default.
+const JSON: &str = "application/json";
+/// What client-go's typed clients send for built-in kinds: protobuf, else JSON.
+const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/json";
+/// The same for a watch: the server picks the stream form of what it answers.
+const ACCEPT_PROTOBUF_WATCH: &str =
+    "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+
+/// Whether a response's `Content-Type` is Kubernetes protobuf (with or without `;stream=watch`).
+fn is_protobuf(resp: &Response<ResponseBody>) -> bool {
+    resp.headers()
+        .get(hyper::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';').next().is_some_and(|t| {
+                t.trim()
+                    .eq_ignore_ascii_case("application/vnd.kubernetes.protobuf")
+            })
+        })
 }
 
 /// The URL without its user info, and the user name and password it held (percent-decoded);
@@ -653,6 +737,21 @@ async fn error_from_response(resp: Response<ResponseBody>, stall: Duration) -> E
     error_from_body(code, retry_after, &bytes)
 }
 
+/// The `Status` of an error answered in protobuf (`k8s\0`, an envelope of kind `Status`).
+#[cfg(feature = "protobuf")]
+fn protobuf_status(body: &[u8]) -> Option<Status> {
+    use crate::model::protobuf as pb;
+    let opened = pb::open(Bytes::copy_from_slice(body)).ok()?;
+    (opened.kind == "Status")
+        .then(|| pb::status(&opened.object).ok())
+        .flatten()
+}
+
+#[cfg(not(feature = "protobuf"))]
+fn protobuf_status(_: &[u8]) -> Option<Status> {
+    None
+}
+
 /// See [`error_from_response`].
 pub(crate) fn error_from_body(code: u16, retry_after: Option<u32>, body: &[u8]) -> Error {
     #[derive(Deserialize)]
@@ -661,8 +760,13 @@ pub(crate) fn error_from_body(code: u16, retry_after: Option<u32>, body: &[u8]) 
         kind: String,
     }
     let is_status = serde_json::from_slice::<Probe>(body).is_ok_and(|p| p.kind == "Status");
-    if is_status {
-        if let Ok(mut status) = serde_json::from_slice::<Status>(body) {
+    let status = if is_status {
+        serde_json::from_slice::<Status>(body).ok()
+    } else {
+        protobuf_status(body)
+    };
+    {
+        if let Some(mut status) = status {
             if status.code == 0 {
                 status.code = code;
             }
@@ -799,6 +903,9 @@ pub struct Api<T> {
     client: Client,
     resource: ApiResource,
     namespace: Option<String>,
+    /// Reads ask for protobuf: the kind decodes it and this is its own resource (see
+    /// [`Object::protobuf_decoder`]).
+    protobuf: bool,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -809,6 +916,7 @@ impl<T> Clone for Api<T> {
             client: self.client.clone(),
             resource: self.resource.clone(),
             namespace: self.namespace.clone(),
+            protobuf: self.protobuf,
             _t: PhantomData,
         }
     }
@@ -817,16 +925,24 @@ impl<T> Clone for Api<T> {
 impl<T: Resource> Api<T> {
     /// All namespaces (or a cluster-scoped resource).
     pub fn all(client: Client) -> Self {
-        Self::all_with(client, T::api_resource())
+        Self::all_with(client, T::api_resource()).own_resource()
     }
     /// One namespace.
     pub fn namespaced(client: Client, namespace: &str) -> Self {
-        Self::namespaced_with(client, namespace, T::api_resource())
+        Self::namespaced_with(client, namespace, T::api_resource()).own_resource()
     }
     /// The client's default namespace.
     pub fn default_namespaced(client: Client) -> Self {
         let ns = client.default_namespace().to_owned();
-        Self::namespaced_with(client, &ns, T::api_resource())
+        Self::namespaced_with(client, &ns, T::api_resource()).own_resource()
+    }
+
+    /// The view reads the kind's own resource: protobuf where the kind decodes it. A typed kind
+    /// read as another resource (`*_with`: v1beta1 EndpointSlices, say, whose field numbers
+    /// differ) stays on JSON.
+    fn own_resource(mut self) -> Self {
+        self.protobuf = T::protobuf_decoder().is_some();
+        self
     }
 }
 
@@ -837,6 +953,7 @@ impl<T: Object> Api<T> {
             client,
             resource,
             namespace: None,
+            protobuf: false,
             _t: PhantomData,
         }
     }
@@ -846,6 +963,7 @@ impl<T: Object> Api<T> {
             client,
             resource,
             namespace: Some(namespace.to_owned()),
+            protobuf: false,
             _t: PhantomData,
         }
     }
@@ -885,7 +1003,32 @@ impl<T: Object> Api<T> {
             self.request_collection_path()?,
             encode_path_segment(name)
         );
-        self.client.request(Method::GET, &path, None).await
+        let answer = self
+            .client
+            .request_answer(Method::GET, &path, None, self.accept(false))
+            .await?;
+        self.decode_one(answer, &path)
+    }
+
+    /// The `Accept` header of a read: protobuf first if this view reads it (see
+    /// [`Object::protobuf_decoder`]) and [`Config::protobuf`] allows it, JSON otherwise.
+    fn accept(&self, watch: bool) -> &'static str {
+        match (self.protobuf && self.client.inner.config.protobuf, watch) {
+            (false, _) => JSON,
+            (true, false) => ACCEPT_PROTOBUF,
+            (true, true) => ACCEPT_PROTOBUF_WATCH,
+        }
+    }
+
+    /// One object of a GET, in whichever encoding it came.
+    fn decode_one(&self, answer: Answer, path: &str) -> Result<T> {
+        let bytes = answer.bytes;
+        if !answer.protobuf {
+            return parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e));
+        }
+        let opened = self.open_protobuf(bytes, path)?;
+        let decode = T::protobuf_decoder().ok_or_else(|| unasked_protobuf(path))?;
+        decode(&opened.object).map_err(|message| protobuf_error(&opened.object, message))
     }
 
     /// LIST one page.
@@ -896,9 +1039,43 @@ impl<T: Object> Api<T> {
     /// more than the limit.
     pub async fn list(&self, params: &ListParams) -> Result<ObjectList<T>> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
-        let bytes = self.client.request_bytes(Method::GET, &path, None).await?;
-        let body: ListBody<T> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
-        body.into_list(&self.resource, &path)
+        let answer = self
+            .client
+            .request_answer(Method::GET, &path, None, self.accept(false))
+            .await?;
+        let bytes = answer.bytes;
+        if !answer.protobuf {
+            let body: ListBody<T> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
+            return body.into_list(&self.resource, &path);
+        }
+        let opened = self.open_protobuf(bytes, &path)?;
+        let expected = format!("{}List", self.resource.kind);
+        if opened.kind != expected && opened.kind != "List" {
+            return Err(Error::Protocol(format!(
+                "GET {path} answered 200 with a {:?}, not a {expected}",
+                opened.kind
+            )));
+        }
+        let decode = T::protobuf_decoder().ok_or_else(|| unasked_protobuf(&path))?;
+        let (metadata, items) = crate::model::protobuf::list(&opened.object, decode)
+            .map_err(|message| protobuf_error(&opened.object, message))?;
+        Ok(ObjectList { metadata, items })
+    }
+
+    /// The object of a protobuf answer, out of its envelope.
+    #[cfg(feature = "protobuf")]
+    fn open_protobuf(&self, bytes: Vec<u8>, path: &str) -> Result<crate::model::protobuf::Opened> {
+        let bytes = Bytes::from(bytes);
+        crate::model::protobuf::open(bytes.clone()).map_err(|message| Error::Decode {
+            offset: 0,
+            excerpt: crate::error::redacted_excerpt(&bytes, 0, 80),
+            message: format!("GET {path}: {message}"),
+        })
+    }
+
+    #[cfg(not(feature = "protobuf"))]
+    fn open_protobuf(&self, _: Vec<u8>, path: &str) -> Result<Opened> {
+        Err(unasked_protobuf(path))
     }
 
     /// A pager that yields page after page, holding one page at a time.
@@ -913,11 +1090,19 @@ impl<T: Object> Api<T> {
     /// Starts a WATCH; events are read from the returned stream as they arrive.
     pub async fn watch(&self, params: &WatchParams) -> Result<WatchStream<T, ResponseBody>> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
-        let resp = self.client.send(Method::GET, &path, None).await?;
-        Ok(WatchStream::new(
-            resp.into_body(),
-            self.client.inner.config.max_frame_bytes,
-        ))
+        let resp = self
+            .client
+            .send_accepting(Method::GET, &path, None, self.accept(true))
+            .await?;
+        let max_frame = self.client.inner.config.max_frame_bytes;
+        if is_protobuf(&resp) {
+            #[cfg(feature = "protobuf")]
+            if T::protobuf_decoder().is_some() {
+                return Ok(WatchStream::protobuf(resp.into_body(), max_frame));
+            }
+            return Err(unasked_protobuf(&path));
+        }
+        Ok(WatchStream::new(resp.into_body(), max_frame))
     }
 }
 

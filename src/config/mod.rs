@@ -275,6 +275,16 @@ pub struct Config {
     /// config.handler_threads = Some(4);
     /// ```
     pub handler_threads: Option<usize>,
+    /// Ask for the apiserver's protobuf for the kinds that decode it (the built-in kinds of this
+    /// crate, feature `protobuf`; see [`Object::protobuf_decoder`](crate::Object::protobuf_decoder)):
+    /// `true` by default. Whatever is asked, an answer in JSON is read. `false` keeps every
+    /// request on JSON, for a proxy or a debugging session that must read the bytes.
+    ///
+    /// ```
+    /// let mut config = informer::Config::new("http://127.0.0.1:1".parse().unwrap());
+    /// config.protobuf = false;
+    /// ```
+    pub protobuf: bool,
 }
 
 impl fmt::Debug for Config {
@@ -296,6 +306,7 @@ impl fmt::Debug for Config {
             // `ProxyUrl`'s own Debug leaves its userinfo out.
             .field("proxy_url", &self.proxy_url)
             .field("handler_threads", &self.handler_threads)
+            .field("protobuf", &self.protobuf)
             .finish()
     }
 }
@@ -318,6 +329,7 @@ impl Config {
             max_response_bytes: 1 << 30,
             proxy_url: None,
             handler_threads: None,
+            protobuf: true,
         }
     }
 

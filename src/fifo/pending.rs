@@ -86,7 +86,7 @@ impl<T: Object> Held<T> {
     /// The JSON bytes of a raw object, else 0.
     pub(super) fn raw_bytes(&self) -> usize {
         match self {
-            Held::Raw(r) => r.json().len(),
+            Held::Raw(r) => r.bytes().len(),
             Held::Decoded(_) => 0,
         }
     }

@@ -102,7 +102,7 @@ struct RawPage<T> {
 impl<T> RawPage<T> {
     fn new(items: Vec<RawObject>) -> Self {
         RawPage {
-            bytes: items.iter().map(|raw| raw.json().len()).sum(),
+            bytes: items.iter().map(|raw| raw.bytes().len()).sum(),
             held: Vec::with_capacity(items.len()),
             items: items.into_iter(),
             key: String::new(),
@@ -453,9 +453,9 @@ impl<T: Object> DeltaFifo<T> {
                 // Every other object, or all while the consumer lags: see "Listed objects
                 // decoded by the producer".
                 _ if (self.take_odd_listed() || self.consumer_behind())
-                    && self.within_decode_budget(raw.json().len()) =>
+                    && self.within_decode_budget(raw.bytes().len()) =>
                 {
-                    decoded_bytes += raw.json().len();
+                    decoded_bytes += raw.bytes().len();
                     match self.decode_listed(&raw) {
                         Some(obj) => Held::Decoded(obj),
                         None => Held::Raw(raw),

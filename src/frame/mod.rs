@@ -54,6 +54,9 @@
 //! ```
 
 mod block;
+mod length_prefixed;
+
+pub use length_prefixed::LengthFrames;
 
 use bytes::{Buf, Bytes, BytesMut};
 

@@ -38,6 +38,10 @@ macro_rules! kind {
             fn meta_mut(&mut self) -> &mut ObjectMeta {
                 &mut self.metadata
             }
+            #[cfg(feature = "protobuf")]
+            fn protobuf_decoder() -> Option<super::ProtobufDecoder<Self>> {
+                Some(<Self as super::resource::FromProtobuf>::from_protobuf)
+            }
         }
         impl Resource for $ty {
             fn api_resource() -> ApiResource {

@@ -147,6 +147,12 @@ impl ObjectMeta {
 pub struct RawJson(Box<serde_json::value::RawValue>);
 
 impl RawJson {
+    /// Wraps JSON already checked as one value.
+    #[cfg(feature = "protobuf")]
+    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> RawJson {
+        RawJson(raw)
+    }
+
     /// The JSON text.
     pub fn get(&self) -> &str {
         self.0.get()

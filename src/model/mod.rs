@@ -10,6 +10,8 @@ mod json_object;
 mod k8s_openapi;
 mod kinds;
 pub(crate) mod meta;
+#[cfg(feature = "protobuf")]
+pub mod protobuf;
 mod resource;
 mod status;
 mod string_map;
@@ -19,7 +21,7 @@ pub use dynamic::{DynamicObject, PartialObjectMetadata};
 pub use json_object::JsonObject;
 pub use kinds::*;
 pub use meta::{ListMeta, ObjectMeta, OwnerReference, RawJson, TypeMeta};
-pub use resource::{ApiResource, Metadata, Object, OwnerRef, Resource};
+pub use resource::{ApiResource, Metadata, Object, OwnerRef, ProtobufDecoder, Resource};
 pub use smol_str::SmolStr;
 pub use status::{Status, StatusCause, StatusDetails, StatusReason};
 pub use string_map::StringMap;

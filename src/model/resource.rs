@@ -170,7 +170,38 @@ pub trait Object: DeserializeOwned + Send + Sync + 'static {
     fn meta(&self) -> &Self::Meta;
     /// The object's metadata, mutably (used by transform hooks, e.g. to drop managedFields).
     fn meta_mut(&mut self) -> &mut Self::Meta;
+
+    /// How the kind decodes from the apiserver's protobuf, if it does: `Some` for the built-in
+    /// kinds of this crate (with the feature `protobuf`), `None` (the default) for every other
+    /// type. `Api` and informers of a kind with a decoder ask for protobuf (unless
+    /// [`Config::protobuf`](crate::Config::protobuf) is off) and read JSON whenever the server
+    /// answers it; kinds without one are asked for in JSON. Custom resources are served in JSON
+    /// only, so a kind of your own keeps the default.
+    ///
+    /// ```
+    /// use informer::{DynamicObject, Object, Pod};
+    /// assert_eq!(Pod::protobuf_decoder().is_some(), cfg!(feature = "protobuf"));
+    /// assert!(DynamicObject::protobuf_decoder().is_none());
+    /// ```
+    fn protobuf_decoder() -> Option<ProtobufDecoder<Self>>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
+
+/// A kind this crate decodes from protobuf (its decoder is in `protobuf.rs`, which imports the
+/// kinds; the kinds name only this trait).
+#[cfg(feature = "protobuf")]
+pub(crate) trait FromProtobuf: Sized {
+    /// Decodes the kind's message (see [`Object::protobuf_decoder`]).
+    fn from_protobuf(message: &[u8]) -> Result<Self, String>;
+}
+
+/// A decoder of a kind's protobuf message (the bytes inside the `runtime.Unknown` envelope) into
+/// the kind; `Err` says what does not decode (see [`Object::protobuf_decoder`]).
+pub type ProtobufDecoder<T> = fn(&[u8]) -> Result<T, String>;
 
 /// What the informer reads from an object's metadata, whichever struct holds it: this crate's
 /// [`ObjectMeta`] or, with the feature `k8s-openapi`, `k8s-openapi`'s (absent fields read as

@@ -198,7 +198,7 @@ impl<T: Object + Clone> Reflector<T> {
                         if list.raw_page.is_empty() {
                             list.raw_page_bytes = 0;
                         }
-                        list.raw_page_bytes += o.json().len();
+                        list.raw_page_bytes += o.bytes().len();
                         list.raw_page.push(o);
                         if list.raw_page.len() >= page_size || list.raw_page_bytes >= PAGE_BYTES {
                             ok &= self.flush_pages(&mut list.raw_page, &mut list.page).await;

@@ -38,8 +38,16 @@ use crate::frame::{Frame, FrameDecoder};
 /// assert!(matches!(dec.next_event().unwrap(), Some(WatchEvent::Deleted(_))));
 /// assert!(dec.finish().unwrap().is_none()); // clean end of stream
 /// ```
+///
+/// A decoder made by [`protobuf`](Self::protobuf) reads a protobuf watch stream instead
+/// (length-prefixed frames; feature `protobuf`), with the same methods and the same kind of
+/// errors.
 pub struct EventDecoder<T> {
-    pub(super) frames: FrameDecoder,
+    /// The JSON framer (idle on a protobuf stream).
+    frames: FrameDecoder,
+    /// A protobuf stream's framer; `None` on a JSON stream (boxed: a JSON stream pays one word).
+    #[cfg(feature = "protobuf")]
+    protobuf: Option<Box<crate::frame::LengthFrames>>,
     /// Stream offset just past the last newline pushed: values starting before it are parsed
     /// directly.
     newline_end: u64,
@@ -48,9 +56,12 @@ pub struct EventDecoder<T> {
 
 impl<T> fmt::Debug for EventDecoder<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventDecoder")
-            .field("frames", &self.frames)
-            .finish()
+        let mut d = f.debug_struct("EventDecoder");
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &self.protobuf {
+            return d.field("protobuf", frames).finish();
+        }
+        d.field("frames", &self.frames).finish()
     }
 }
 
@@ -82,14 +93,49 @@ impl<T: Object> EventDecoder<T> {
     pub fn with_max_frame(max_frame: usize) -> Self {
         EventDecoder {
             frames: FrameDecoder::with_max_frame(max_frame),
+            #[cfg(feature = "protobuf")]
+            protobuf: None,
             newline_end: 0,
             _t: PhantomData,
+        }
+    }
+
+    /// A decoder of a protobuf watch stream (`application/vnd.kubernetes.protobuf;stream=watch`)
+    /// that refuses events over `max_frame` bytes. Object events come raw
+    /// ([`RawObject::is_protobuf`](super::RawObject::is_protobuf)) and decode with the kind's
+    /// [`protobuf_decoder`](crate::Object::protobuf_decoder).
+    ///
+    /// ```
+    /// use informer::{internals::watch::EventDecoder, Endpoints};
+    /// // The first event of a real kube-apiserver 1.20 protobuf watch.
+    /// let capture = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/wire/real-1.20-watch-endpoints-protobuf.http"))?;
+    /// let body = &capture[capture.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4..];
+    /// let first_chunk = &body[5..5 + 0x78f]; // after the chunk size line "78f\r\n"
+    /// let mut dec = EventDecoder::<Endpoints>::protobuf(1 << 20);
+    /// dec.push(first_chunk);
+    /// let event = dec.next_raw()?.unwrap();
+    /// let informer::internals::watch::RawEvent::Added(raw) = event else { panic!() };
+    /// assert_eq!((raw.key().as_str(), raw.is_protobuf()), ("default/pb-2", true));
+    /// assert_eq!(raw.decode_object::<Endpoints>()?.subsets[0].addresses[0].ip, "10.1.0.2");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "protobuf")]
+    pub fn protobuf(max_frame: usize) -> Self {
+        EventDecoder {
+            protobuf: Some(Box::new(crate::frame::LengthFrames::with_max_frame(
+                max_frame,
+            ))),
+            ..Self::with_max_frame(max_frame)
         }
     }
 
     /// Appends received bytes. Call [`next_event`](Self::next_event) until it returns `Ok(None)`
     /// before pushing again, so that memory stays bounded.
     pub fn push(&mut self, bytes: &[u8]) {
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &mut self.protobuf {
+            return frames.push(bytes);
+        }
         if let Some(i) = memchr::memrchr(b'\n', bytes) {
             self.newline_end = self.frames.stream_end() + i as u64 + 1;
         }
@@ -98,6 +144,10 @@ impl<T: Object> EventDecoder<T> {
 
     /// Bytes held for the events being received.
     pub fn buffered(&self) -> usize {
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &self.protobuf {
+            return frames.buffered();
+        }
         self.frames.buffered()
     }
 
@@ -106,6 +156,10 @@ impl<T: Object> EventDecoder<T> {
     /// not a watch event of `T`, [`Error::FrameTooLarge`](crate::Error::FrameTooLarge) for one
     /// over the limit.
     pub fn next_event(&mut self) -> Result<Option<WatchEvent<T>>> {
+        #[cfg(feature = "protobuf")]
+        if self.protobuf.is_some() {
+            return self.next_raw()?.map(RawEvent::decode).transpose();
+        }
         if let Some((bytes, offset)) = self.frames.unscanned_value()
             && offset < self.newline_end
             && bytes.first() == Some(&b'{')
@@ -134,6 +188,13 @@ impl<T: Object> EventDecoder<T> {
     /// string to framing, an escape missing its digits to the parser) ends at the object, not the
     /// event.
     pub fn next_raw(&mut self) -> Result<Option<RawEvent<T>>> {
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &mut self.protobuf {
+            return match frames.next_frame()? {
+                Some(frame) => super::protobuf::event(&frame).map(Some),
+                None => Ok(None),
+            };
+        }
         // The apiserver's envelope, complete before the last newline received, is split where it
         // lies: one scan finds the object's end (faster than a parse), and the skim reads just
         // the metadata. The end is where framing would put it (the envelope around the object
@@ -163,13 +224,32 @@ impl<T: Object> EventDecoder<T> {
 
     /// The next value framed but not decoded (for callers that decode themselves).
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &mut self.protobuf {
+            return frames.next_frame();
+        }
         self.frames.next_frame()
+    }
+
+    /// Ends the stream for a caller of [`next_frame`](Self::next_frame): `Ok(None)` for a clean
+    /// end, [`Error::UnexpectedEof`](crate::Error::UnexpectedEof) inside a frame, or a last JSON
+    /// value that needed no delimiter.
+    pub fn finish_frame(&mut self) -> Result<Option<Frame>> {
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &mut self.protobuf {
+            return frames.finish().map(|()| None);
+        }
+        self.frames.finish()
     }
 
     /// Ends the stream: `Ok(None)` for a clean end,
     /// [`Error::UnexpectedEof`](crate::Error::UnexpectedEof) for an end inside an event, or the
     /// last event if the stream ended right after a value that needed no delimiter.
     pub fn finish(&mut self) -> Result<Option<WatchEvent<T>>> {
+        #[cfg(feature = "protobuf")]
+        if let Some(frames) = &mut self.protobuf {
+            return frames.finish().map(|()| None);
+        }
         match self.frames.finish()? {
             Some(frame) => decode_event(&frame).map(Some),
             None => Ok(None),

@@ -26,10 +26,13 @@
 //!
 //! The files, each one job: `event.rs` (typed events and their envelope), `raw.rs` (events whose
 //! object stays JSON until the fifo needs it), `decoder.rs` (framing and decoding in one pass),
-//! `stream.rs` (a response body as a stream of events).
+//! `stream.rs` (a response body as a stream of events), `protobuf.rs` (the events of a protobuf
+//! stream, feature `protobuf`).
 
 mod decoder;
 mod event;
+#[cfg(feature = "protobuf")]
+mod protobuf;
 mod raw;
 mod stream;
 

@@ -37,7 +37,10 @@ pub(super) struct Span(u32, u32);
 /// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct RawObject {
-    json: Bytes,
+    /// The object as received: its JSON, or its protobuf message (the bytes inside the
+    /// `runtime.Unknown` envelope) when `protobuf`.
+    bytes: Bytes,
+    protobuf: bool,
     /// Stream offset of the object's first byte (for decode errors).
     offset: u64,
     namespace: Span,
@@ -51,28 +54,36 @@ impl fmt::Debug for RawObject {
         f.debug_struct("RawObject")
             .field("key", &self.key())
             .field("resource_version", &self.resource_version())
-            .field("bytes", &self.json.len())
+            .field("bytes", &self.bytes.len())
+            .field("protobuf", &self.protobuf)
             .finish()
     }
 }
 
 impl RawObject {
-    /// Copies the JSON into an allocation of its own. An event's bytes share the buffer they were
+    /// Copies the bytes into an allocation of its own. An event's bytes share the buffer they were
     /// received in; the fifo copies what it keeps pending, so that a pending event holds its own
     /// length and not a receive buffer, and the copy lives with the thread that frees it.
     pub(crate) fn own_bytes(&mut self) {
-        self.json = Bytes::copy_from_slice(&self.json);
+        self.bytes = Bytes::copy_from_slice(&self.bytes);
     }
 
     fn span(&self, s: Span) -> &str {
         let (start, len) = (s.0 as usize, s.1 as usize);
-        // Checked as UTF-8 when the span was made (`Reader::metadata`): never fails.
-        std::str::from_utf8(&self.json[start..start + len]).unwrap_or_default()
+        // Checked as UTF-8 when the span was made (`Reader::metadata`, `metadata_ranges`): never
+        // fails.
+        std::str::from_utf8(&self.bytes[start..start + len]).unwrap_or_default()
     }
 
-    /// The object's JSON, as received.
-    pub fn json(&self) -> &[u8] {
-        &self.json
+    /// The object as received: its JSON, or its protobuf message if
+    /// [`is_protobuf`](Self::is_protobuf).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Whether the object came in protobuf (a watch the server answered in protobuf).
+    pub fn is_protobuf(&self) -> bool {
+        self.protobuf
     }
 
     /// `metadata.name`.
@@ -126,7 +137,11 @@ impl RawObject {
     /// assert_eq!(raw.decode_object::<Pod>().unwrap().metadata.name, "a");
     /// ```
     pub fn decode_object<T: Object>(&self) -> Result<T> {
-        let obj: T = self.decode()?;
+        let obj: T = if self.protobuf {
+            self.decode_protobuf()?
+        } else {
+            self.decode()?
+        };
         let meta = obj.meta();
         if meta.namespace() != self.namespace()
             || meta.name() != self.name()
@@ -134,9 +149,9 @@ impl RawObject {
         {
             return Err(Error::Decode {
                 offset: self.offset,
-                excerpt: redacted_excerpt(&self.json, 0, 80),
+                excerpt: redacted_excerpt(&self.bytes, 0, 80),
                 message: format!(
-                    "the object decodes as {}/{} at resourceVersion {:?}, but its JSON was read as \
+                    "the object decodes as {}/{} at resourceVersion {:?}, but its bytes were read as \
                      {}/{} at {:?} (is `metadata` repeated?)",
                     meta.namespace(),
                     meta.name(),
@@ -150,9 +165,34 @@ impl RawObject {
         Ok(obj)
     }
 
-    /// Decodes the object into its type; [`Error::Decode`] names the stream offset of the problem.
+    /// Decodes the object's JSON into its type; [`Error::Decode`] names the stream offset of the
+    /// problem. An object that came in protobuf is decoded by
+    /// [`decode_object`](Self::decode_object) (here it is an [`Error::Decode`]).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        parse_json(&self.json).map_err(|e| decode_error(&self.json, self.offset, &e))
+        if self.protobuf {
+            return Err(self.protobuf_failure(
+                "the object came in protobuf: decode_object reads it, not a JSON decode".into(),
+            ));
+        }
+        parse_json(&self.bytes).map_err(|e| decode_error(&self.bytes, self.offset, &e))
+    }
+
+    /// Decodes the object's protobuf message with its kind's decoder.
+    fn decode_protobuf<T: Object>(&self) -> Result<T> {
+        let Some(decode) = T::protobuf_decoder() else {
+            return Err(self.protobuf_failure(
+                "the object came in protobuf, and its type has no protobuf decoder".into(),
+            ));
+        };
+        decode(&self.bytes).map_err(|message| self.protobuf_failure(message))
+    }
+
+    fn protobuf_failure(&self, message: String) -> Error {
+        Error::Decode {
+            offset: self.offset,
+            excerpt: redacted_excerpt(&self.bytes, 0, 80),
+            message,
+        }
     }
 }
 
@@ -404,7 +444,8 @@ pub(super) fn raw_event<T>(
 ) -> RawEvent<T> {
     let [namespace, name, uid, resource_version] = spans;
     let raw = RawObject {
-        json,
+        bytes: json,
+        protobuf: false,
         offset,
         namespace,
         name,
@@ -416,6 +457,35 @@ pub(super) fn raw_event<T>(
         EventType::Modified => RawEvent::Modified(raw),
         _ => RawEvent::Deleted(raw),
     }
+}
+
+/// The raw event of an object that came in protobuf: its message (a slice of the receive
+/// buffer, at stream offset `offset`) and the ranges of its metadata strings in it; `None` if a
+/// range does not fit a span (a message over 4 GiB).
+#[cfg(feature = "protobuf")]
+pub(super) fn protobuf_raw_event<T>(
+    ty: EventType,
+    message: Bytes,
+    offset: u64,
+    ranges: [std::ops::Range<usize>; 4],
+) -> Option<RawEvent<T>> {
+    let span = |r: &std::ops::Range<usize>| {
+        Some(Span(
+            u32::try_from(r.start).ok()?,
+            u32::try_from(r.len()).ok()?,
+        ))
+    };
+    let spans = [
+        span(&ranges[0])?,
+        span(&ranges[1])?,
+        span(&ranges[2])?,
+        span(&ranges[3])?,
+    ];
+    let mut event = raw_event(ty, message, offset, spans);
+    if let RawEvent::Added(raw) | RawEvent::Modified(raw) | RawEvent::Deleted(raw) = &mut event {
+        raw.protobuf = true;
+    }
+    Some(event)
 }
 
 /// The apiserver's own envelope, byte for byte, at the start of `bytes`:
@@ -495,13 +565,13 @@ mod tests {
         };
         let (mut first, second) = (next(), next());
         // Both objects lie where they were received, one line apart: no copy each.
-        let apart = second.json().as_ptr() as usize - first.json().as_ptr() as usize;
+        let apart = second.bytes().as_ptr() as usize - first.bytes().as_ptr() as usize;
         assert_eq!(apart, a.len() + 1);
-        let received = first.json().as_ptr();
+        let received = first.bytes().as_ptr();
         first.own_bytes();
-        assert_ne!(first.json().as_ptr(), received);
+        assert_ne!(first.bytes().as_ptr(), received);
         assert_eq!(
-            first.json(),
+            first.bytes(),
             br#"{"metadata":{"name":"a","resourceVersion":"1"}}"#
         );
         assert_eq!((first.key().as_str(), first.resource_version()), ("a", "1"));

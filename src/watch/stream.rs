@@ -37,7 +37,7 @@ pub struct WatchStream<T, B> {
 impl<T, B> fmt::Debug for WatchStream<T, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WatchStream")
-            .field("buffered", &self.events.frames.buffered())
+            .field("events", &self.events)
             .field("ended", &self.ended)
             .finish()
     }
@@ -54,6 +54,18 @@ where
         WatchStream {
             body,
             events: EventDecoder::with_max_frame(max_frame),
+            ended: false,
+            _t: PhantomData,
+        }
+    }
+
+    /// Wraps a protobuf watch body (`application/vnd.kubernetes.protobuf;stream=watch`); see
+    /// [`EventDecoder::protobuf`].
+    #[cfg(feature = "protobuf")]
+    pub fn protobuf(body: B, max_frame: usize) -> Self {
+        WatchStream {
+            body,
+            events: EventDecoder::protobuf(max_frame),
             ended: false,
             _t: PhantomData,
         }
@@ -88,7 +100,7 @@ where
 
     /// The next raw frame, undecoded (for callers that decode themselves).
     pub async fn next_frame(&mut self) -> Option<Result<Frame>> {
-        self.pull(EventDecoder::next_frame, |d| d.frames.finish())
+        self.pull(EventDecoder::next_frame, EventDecoder::finish_frame)
             .await
     }
 

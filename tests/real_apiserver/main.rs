@@ -14,6 +14,7 @@ mod discovery;
 mod leases;
 mod many_watches;
 mod operator;
+mod protobuf;
 mod writes;
 
 use std::collections::BTreeMap;

@@ -133,7 +133,7 @@ fn jsonl_lines_are_the_same_with_json_objects_as_with_dynamic_objects() {
         while let Ok(Some(raw)) = dec.next_raw() {
             if let RawEvent::Added(r) | RawEvent::Modified(r) | RawEvent::Deleted(r) = raw {
                 let new: JsonObject = r.decode_object().unwrap();
-                let sent: Value = serde_json::from_slice(r.json()).unwrap();
+                let sent: Value = serde_json::from_slice(r.bytes()).unwrap();
                 assert_eq!(serde_json::to_value(&new).unwrap(), sent, "{name}");
             }
         }

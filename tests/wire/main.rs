@@ -7,3 +7,4 @@ mod support;
 mod frames;
 mod http;
 mod json_object;
+mod protobuf;

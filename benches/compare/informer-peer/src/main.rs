@@ -129,7 +129,7 @@ async fn main() {
             // the watch body written by `wire-server --dump-watch`: its last line names the last key and RV
             "--watch-dump" => dump = v,
             "--mode" => mode = v,
-            _ => panic!("usage: informer-peer --server URL --kind K --events M --watch-dump FILE [--mode typed|dynamic|k8s-openapi]"),
+            _ => panic!("usage: informer-peer --server URL --kind K --events M --watch-dump FILE [--mode typed|json|dynamic|k8s-openapi]"),
         }
     }
     std::thread::spawn(|| {
@@ -150,7 +150,11 @@ async fn main() {
         let last = tail.trim_ascii_end().rsplit(|b| *b == b'\n').next().unwrap();
         serde_json_lite::parse(last)
     };
-    let client = Client::new(Config::new(server.parse().unwrap())).unwrap();
+    // `--mode json`: the typed informer kept on the JSON wire (`Config::protobuf = false`); every
+    // other mode asks for protobuf where the kind reads it (the library's default).
+    let mut config = Config::new(server.parse().unwrap());
+    config.protobuf = mode != "json";
+    let client = Client::new(config).unwrap();
     let key = (v.namespace, v.name);
     if mode == "dynamic" {
         let resource = match kind.as_str() {
@@ -175,7 +179,7 @@ async fn main() {
         println!("{out}");
         return;
     }
-    let c = "informer";
+    let c = if mode == "json" { "informer-json" } else { "informer" };
     let out = match kind.as_str() {
         "endpoints" => run(Api::<Endpoints>::namespaced(client, &ns), c, events, key, v.rv).await,
         "endpointslices" => run(Api::<EndpointSlice>::namespaced(client, &ns), c, events, key, v.rv).await,
