@@ -104,6 +104,11 @@ impl LengthFrames {
         let bytes = self.buf.split_to(len).freeze();
         let offset = self.offset + HEADER as u64;
         self.offset = offset + len as u64;
+        if self.buf.is_empty() {
+            // Nothing buffered: let the receive buffer go with the frames handed out (as the JSON
+            // framer does), so the next push allocates what it brings.
+            self.buf = BytesMut::new();
+        }
         Ok(Some(Frame { bytes, offset }))
     }
 

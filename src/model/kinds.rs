@@ -61,9 +61,10 @@ type Labels = StringMap;
 /// ```
 /// let p: informer::Pod = serde_json::from_str(
 ///     r#"{"metadata":{"name":"web-0"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"nginx"}]},
-///         "status":{"phase":"Running","podIP":"10.0.0.7"}}"#,
+///         "status":{"phase":"Running","hostIP":"192.0.2.1","podIP":"10.0.0.7"}}"#,
 /// ).unwrap();
 /// assert_eq!(p.status.pod_ip.as_deref(), Some("10.0.0.7"));
+/// assert_eq!(p.status.host_ip.as_deref(), Some("192.0.2.1"));
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pod {
@@ -147,8 +148,8 @@ pub struct PodStatus {
     /// `phase` of the Kubernetes API's `PodStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
-    /// `hostIp` of the Kubernetes API's `PodStatus`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `hostIP` of the Kubernetes API's `PodStatus`.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "hostIP")]
     pub host_ip: Option<String>,
     /// `podIP` of the Kubernetes API's `PodStatus`.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "podIP")]

@@ -14,10 +14,15 @@
 //!
 //! # What is decoded
 //!
-//! Each kind's message is mirrored here with only the fields its struct keeps (`Pod`'s mirror
-//! names 11 of the Kubernetes Pod's ~70 fields); prost skips every other field by its wire type
-//! without reading it, which is most of why this is fast. The field numbers are those of
-//! `k8s.io/api`'s `generated.proto` (stable across versions by protobuf's rules).
+//! Each kind's message is read field by field straight into its struct, the way serde reads the
+//! JSON: a [`Fields`] cursor over the message's bytes (prost's wire primitives: keys, varints,
+//! skipping), a `match` on the field numbers the struct keeps (`Pod` reads 11 of the Kubernetes
+//! Pod's ~70 fields), every other field stepped over by its wire type without being read. Strings
+//! are read where they lie and become `SmolStr`s (inline up to 23 bytes) or `String`s, with no
+//! intermediate message structs: a decode allocates what the JSON decode allocates, no more. The
+//! field numbers are those of `k8s.io/api`'s `generated.proto` (stable across versions by
+//! protobuf's rules). A repeated embedded message merges into one, and a repeated scalar keeps its
+//! last value, as protobuf decoders do.
 //!
 //! The result equals what the JSON of the same object decodes to (tests compare the two on the
 //! real apiserver's answers). Where Go writes a field to JSON only when it is set but always to
@@ -38,17 +43,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::time::{Duration, SystemTime};
-
-use bytes::{Buf, Bytes};
-use prost::Message;
+use bytes::Bytes;
+use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
 use smol_str::SmolStr;
 
 use super::meta::RawJson;
 use super::resource::FromProtobuf;
 use super::{
-    ConfigMap, EndpointSlice, Endpoints, ListMeta, Namespace, Node, ObjectMeta, Pod, Service,
-    Status, StringMap, kinds,
+    ConfigMap, EndpointSlice, Endpoints, ListMeta, Namespace, Node, ObjectMeta, OwnerReference,
+    Pod, Service, Status, StatusCause, StatusDetails, StringMap, kinds,
 };
 
 /// The first bytes of every protobuf body.
@@ -62,29 +65,170 @@ pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream
 pub(crate) type Failure = String;
 
 // ---------------------------------------------------------------------------------------------------
-// The envelope
+// Reading a message
 
-/// `runtime.TypeMeta`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct TypeMeta {
-    #[prost(string, optional, tag = "1")]
-    pub api_version: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    pub kind: Option<String>,
+/// A field's value as the wire gives it: a varint, or length-delimited bytes (a string, bytes, an
+/// embedded message or a packed list). Fixed-width values (no field read here has one) are
+/// stepped over.
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Varint(u64),
+    Delimited(&'a [u8]),
+    Skipped,
 }
 
-/// `runtime.Unknown`, the envelope after `k8s\0`; `raw` is a slice of the received bytes.
-#[derive(Clone, PartialEq, Message)]
-struct Unknown {
-    #[prost(message, optional, tag = "1")]
-    type_meta: Option<TypeMeta>,
-    #[prost(bytes = "bytes", optional, tag = "2")]
-    raw: Option<Bytes>,
-    #[prost(string, optional, tag = "3")]
-    content_encoding: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    content_type: Option<String>,
+/// The fields of a message, in order: `(number, value)`, or `Err` where the message is not well
+/// formed (after which the cursor ends).
+struct Fields<'a> {
+    buf: &'a [u8],
 }
+
+fn fields(message: &[u8]) -> Fields<'_> {
+    Fields { buf: message }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u32, Value<'a>), Failure>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() {
+            return None;
+        }
+        let field = self.field();
+        if field.is_err() {
+            self.buf = &[];
+        }
+        Some(field)
+    }
+}
+
+impl<'a> Fields<'a> {
+    fn field(&mut self) -> Result<(u32, Value<'a>), Failure> {
+        let broken = |e: prost::DecodeError| format!("a protobuf message does not decode: {e}");
+        let (number, wire_type) = decode_key(&mut self.buf).map_err(broken)?;
+        let value = match wire_type {
+            WireType::Varint => Value::Varint(decode_varint(&mut self.buf).map_err(broken)?),
+            WireType::LengthDelimited => {
+                let len = decode_varint(&mut self.buf).map_err(broken)?;
+                if len > self.buf.len() as u64 {
+                    return Err(format!(
+                        "a protobuf field of {len} bytes where {} remain",
+                        self.buf.len()
+                    ));
+                }
+                let (value, rest) = self.buf.split_at(len as usize);
+                self.buf = rest;
+                Value::Delimited(value)
+            }
+            other => {
+                skip_field(other, number, &mut self.buf, DecodeContext::default())
+                    .map_err(broken)?;
+                Value::Skipped
+            }
+        };
+        Ok((number, value))
+    }
+}
+
+impl<'a> Value<'a> {
+    /// Length-delimited bytes (a message, bytes); `Err` for another wire type.
+    fn bytes(self) -> Result<&'a [u8], Failure> {
+        match self {
+            Value::Delimited(b) => Ok(b),
+            _ => Err("a length-delimited field of another wire type".into()),
+        }
+    }
+
+    fn str(self) -> Result<&'a str, Failure> {
+        std::str::from_utf8(self.bytes()?).map_err(|_| "a string that is not UTF-8".to_owned())
+    }
+
+    fn string(self) -> Result<String, Failure> {
+        self.str().map(str::to_owned)
+    }
+
+    fn smol(self) -> Result<SmolStr, Failure> {
+        self.str().map(SmolStr::new)
+    }
+
+    fn varint(self) -> Result<u64, Failure> {
+        match self {
+            Value::Varint(v) => Ok(v),
+            _ => Err("a varint field of another wire type".into()),
+        }
+    }
+
+    /// `int64` (and `int32`, sign-extended on the wire).
+    fn i64(self) -> Result<i64, Failure> {
+        self.varint().map(|v| v as i64)
+    }
+
+    fn i32(self) -> Result<i32, Failure> {
+        self.varint().map(|v| v as i64 as i32)
+    }
+
+    fn bool(self) -> Result<bool, Failure> {
+        self.varint().map(|v| v != 0)
+    }
+}
+
+/// Decodes each occurrence of an embedded message with `read`, into one value (occurrences merge).
+fn message<T: Default>(
+    slot: &mut Option<T>,
+    value: Value<'_>,
+    read: fn(&[u8], &mut T) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    read(value.bytes()?, slot.get_or_insert_with(T::default))
+}
+
+/// Decodes one element of a repeated message field and appends it.
+fn push<T: Default>(
+    list: &mut Vec<T>,
+    value: Value<'_>,
+    read: fn(&[u8], &mut T) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let mut item = T::default();
+    read(value.bytes()?, &mut item)?;
+    list.push(item);
+    Ok(())
+}
+
+/// One entry of a `map<string, string>` (a repeated message `{1: key, 2: value}`).
+fn map_entry<'a>(entries: &mut Vec<(&'a str, &'a str)>, value: Value<'a>) -> Result<(), Failure> {
+    let (mut key, mut val) = ("", "");
+    for field in fields(value.bytes()?) {
+        match field? {
+            (1, v) => key = v.str()?,
+            (2, v) => val = v.str()?,
+            _ => {}
+        }
+    }
+    entries.push((key, val));
+    Ok(())
+}
+
+/// A map's entries (sorted and deduplicated, the last value of a key kept; Go sends them sorted).
+fn string_map(entries: Vec<(&str, &str)>) -> StringMap {
+    if entries.is_empty() {
+        return StringMap::new();
+    }
+    StringMap::from_entries(entries)
+}
+
+/// `Some` for a non-empty string: a Go `string` with `omitempty`, which JSON leaves out when empty
+/// and protobuf always sends.
+fn non_empty<T: AsRef<str>>(s: Option<T>) -> Option<T> {
+    s.filter(|s| !s.as_ref().is_empty())
+}
+
+/// A vector of exactly its length (as the JSON path's `exact_vec`).
+fn exact<T>(mut v: Vec<T>) -> Vec<T> {
+    v.shrink_to_fit();
+    v
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The envelope, lists, watch events, bookmarks, Status
 
 /// An object out of its envelope.
 #[derive(Debug)]
@@ -95,93 +239,62 @@ pub(crate) struct Opened {
     pub object: Bytes,
 }
 
-/// Opens a protobuf body: checks the magic and reads the `runtime.Unknown` after it.
+/// Opens a protobuf body: checks the magic and reads the `runtime.Unknown` after it (field 1 its
+/// `TypeMeta`, 2 the object's message, 3 a content encoding, 4 a content type).
 pub(crate) fn open(body: Bytes) -> Result<Opened, Failure> {
-    if !body.starts_with(MAGIC) {
+    let Some(envelope) = body.strip_prefix(MAGIC) else {
         return Err("a protobuf body that does not start with k8s\\0".into());
-    }
-    let unknown = Unknown::decode(body.slice(MAGIC.len()..))
-        .map_err(|e| format!("the protobuf envelope (runtime.Unknown) does not decode: {e}"))?;
-    if let Some(encoding) = unknown.content_encoding.filter(|e| !e.is_empty()) {
-        return Err(format!(
-            "the protobuf envelope has a content encoding ({encoding:?}) this client does not read"
-        ));
-    }
-    if let Some(ty) = unknown.content_type.filter(|t| !t.is_empty()) {
-        return Err(format!(
-            "the protobuf envelope holds {ty:?}, not a protobuf message"
-        ));
-    }
-    Ok(Opened {
-        kind: unknown.type_meta.and_then(|t| t.kind).unwrap_or_default(),
-        object: unknown.raw.unwrap_or_default(),
-    })
-}
-
-/// `metav1.WatchEvent`: the event's type and its object's body (`k8s\0` and an envelope).
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct WatchEvent {
-    #[prost(string, optional, tag = "1")]
-    pub r#type: Option<String>,
-    #[prost(message, optional, tag = "2")]
-    pub object: Option<RawExtension>,
-}
-
-/// `runtime.RawExtension`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct RawExtension {
-    #[prost(bytes = "bytes", optional, tag = "1")]
-    pub raw: Option<Bytes>,
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Reading fields by hand: metadata spans, list items
-
-/// One field of a message: its number and, for a length-delimited field, its bytes' range in the
-/// message (other wire types are stepped over).
-struct Field {
-    number: u32,
-    delimited: Option<std::ops::Range<usize>>,
-}
-
-/// The fields of `message` in order, stepping over each by its wire type; `Err` where the
-/// message is not well formed.
-fn fields(message: &[u8]) -> impl Iterator<Item = Result<Field, Failure>> + '_ {
-    use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
-    let mut buf = message;
-    std::iter::from_fn(move || {
-        if buf.is_empty() {
-            return None;
-        }
-        let field = (|| {
-            let broken = |e: prost::DecodeError| format!("a protobuf message does not decode: {e}");
-            let (number, wire_type) = decode_key(&mut buf).map_err(broken)?;
-            if wire_type == WireType::LengthDelimited {
-                let len = decode_varint(&mut buf).map_err(broken)?;
-                if len > buf.len() as u64 {
-                    return Err(format!(
-                        "a protobuf field of {len} bytes where {} remain",
-                        buf.len()
-                    ));
+    };
+    let mut opened = Opened {
+        kind: String::new(),
+        object: Bytes::new(),
+    };
+    for field in fields(envelope) {
+        match field.map_err(|e| format!("the protobuf envelope (runtime.Unknown): {e}"))? {
+            (1, v) => {
+                for field in fields(v.bytes()?) {
+                    if let (2, kind) = field? {
+                        opened.kind = kind.string()?;
+                    }
                 }
-                let start = message.len() - buf.len();
-                buf.advance(len as usize);
-                return Ok(Field {
-                    number,
-                    delimited: Some(start..start + len as usize),
-                });
             }
-            skip_field(wire_type, number, &mut buf, DecodeContext::default()).map_err(broken)?;
-            Ok(Field {
-                number,
-                delimited: None,
-            })
-        })();
-        if field.is_err() {
-            buf = &[];
+            (2, v) => opened.object = body.slice_ref(v.bytes()?),
+            (3, v) if !v.str()?.is_empty() => {
+                return Err(format!(
+                    "the protobuf envelope has a content encoding ({:?}) this client does not read",
+                    v.str()?
+                ));
+            }
+            (4, v) if !v.str()?.is_empty() => {
+                return Err(format!(
+                    "the protobuf envelope holds {:?}, not a protobuf message",
+                    v.str()?
+                ));
+            }
+            _ => {}
         }
-        Some(field)
-    })
+    }
+    Ok(opened)
+}
+
+/// A `metav1.WatchEvent`'s type (field 1) and its object's body (field 2, a `RawExtension` whose
+/// field 1 is `k8s\0` and an envelope), a slice of `frame`.
+pub(crate) fn watch_event(frame: &Bytes) -> Result<(String, Bytes), Failure> {
+    let (mut ty, mut body) = (String::new(), Bytes::new());
+    for field in fields(frame) {
+        match field? {
+            (1, v) => ty = v.string()?,
+            (2, v) => {
+                for field in fields(v.bytes()?) {
+                    if let (1, raw) = field? {
+                        body = frame.slice_ref(raw.bytes()?);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((ty, body))
 }
 
 /// `metadata.namespace`, `name`, `uid` and `resourceVersion` of an object's message, as ranges of
@@ -190,940 +303,689 @@ fn fields(message: &[u8]) -> impl Iterator<Item = Result<Field, Failure>> + '_ {
 /// `metadata` is its field 1. The ranges are checked as UTF-8.
 pub(crate) fn metadata_ranges(object: &[u8]) -> Result<[std::ops::Range<usize>; 4], Failure> {
     let mut ranges: [std::ops::Range<usize>; 4] = Default::default();
+    let start = object.as_ptr() as usize;
     for field in fields(object) {
-        let Field {
-            number: 1,
-            delimited: Some(meta),
-        } = field?
-        else {
+        let (1, meta) = field? else {
             continue;
         };
-        for field in fields(&object[meta.clone()]) {
-            let field = field?;
-            let slot = match field.number {
+        for field in fields(meta.bytes()?) {
+            let (number, value) = field?;
+            let slot = match number {
                 3 => 0,
                 1 => 1,
                 5 => 2,
                 6 => 3,
                 _ => continue,
             };
-            let Some(value) = field.delimited else {
-                return Err("a metadata string field that is not length-delimited".into());
-            };
-            let value = meta.start + value.start..meta.start + value.end;
-            std::str::from_utf8(&object[value.clone()])
-                .map_err(|_| "a metadata string that is not UTF-8".to_owned())?;
-            ranges[slot] = value;
+            let text = value.str()?;
+            let at = text.as_ptr() as usize - start;
+            ranges[slot] = at..at + text.len();
         }
     }
     Ok(ranges)
 }
 
-/// A list's message (`{Kind}List`): its `metadata` (field 1) and its items' messages (field 2,
-/// slices of `list`), each decoded with `decode`.
+/// A list's message (`{Kind}List`): its `metadata` (field 1) and its items (field 2, slices of
+/// `list`), each decoded with `decode`.
 pub(crate) fn list<T>(
     list: &Bytes,
-    decode: fn(&[u8]) -> Result<T, Failure>,
+    decode: super::ProtobufDecoder<T>,
 ) -> Result<(ListMeta, Vec<T>), Failure> {
     let mut meta = ListMeta::default();
     let mut items = Vec::new();
     for field in fields(list) {
         match field? {
-            Field {
-                number: 1,
-                delimited: Some(range),
-            } => {
-                let m = ListMetaMessage::decode(&list[range])
-                    .map_err(|e| format!("the list's metadata does not decode: {e}"))?;
-                meta = ListMeta {
-                    resource_version: m.resource_version.map(SmolStr::from).unwrap_or_default(),
-                    continue_token: m.r#continue.unwrap_or_default(),
-                    remaining_item_count: m.remaining_item_count,
-                };
+            (1, v) => list_meta(v.bytes()?, &mut meta)?,
+            (2, v) => {
+                items.push(decode(v.bytes()?).map_err(|e| format!("item {}: {e}", items.len()))?)
             }
-            Field {
-                number: 2,
-                delimited: Some(range),
-            } => {
-                items.push(decode(&list[range]).map_err(|e| format!("item {}: {e}", items.len()))?)
-            }
-            Field {
-                number: 1 | 2,
-                delimited: None,
-            } => return Err("a list field that is not length-delimited".into()),
             _ => {}
         }
     }
     Ok((meta, items))
 }
 
+fn list_meta(b: &[u8], m: &mut ListMeta) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (2, v) => m.resource_version = v.smol()?,
+            (3, v) => m.continue_token = v.string()?,
+            (4, v) => m.remaining_item_count = Some(v.i64()?),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The `resourceVersion` and annotations of an object's metadata (a BOOKMARK's object).
 pub(crate) fn bookmark(object: &[u8]) -> Result<(String, StringMap), Failure> {
-    let meta = ObjectMetaOnly::decode(object)
-        .map_err(|e| format!("the bookmark's object does not decode: {e}"))?
-        .metadata
-        .unwrap_or_default();
-    Ok((
-        meta.resource_version.unwrap_or_default(),
-        map(meta.annotations),
-    ))
+    let mut meta = ObjectMeta::default();
+    for field in fields(object) {
+        if let (1, v) = field? {
+            object_meta(v.bytes()?, &mut meta)?;
+        }
+    }
+    Ok((meta.resource_version.to_string(), meta.annotations))
 }
 
 /// A `Status` (an `ERROR` event's object, or the body of a failed request).
 pub(crate) fn status(object: &[u8]) -> Result<Status, Failure> {
-    let s =
-        StatusMessage::decode(object).map_err(|e| format!("the Status does not decode: {e}"))?;
-    let meta = s.metadata.unwrap_or_default();
-    Ok(Status {
-        status: s.status.unwrap_or_default(),
-        message: s.message.unwrap_or_default(),
-        reason: s.reason.unwrap_or_default(),
-        details: s.details.map(|d| super::StatusDetails {
-            name: d.name.unwrap_or_default(),
-            group: d.group.unwrap_or_default(),
-            kind: d.kind.unwrap_or_default(),
-            uid: d.uid.unwrap_or_default(),
-            causes: d
-                .causes
-                .into_iter()
-                .map(|c| super::StatusCause {
-                    reason: c.reason.unwrap_or_default(),
-                    message: c.message.unwrap_or_default(),
-                    field: c.field.unwrap_or_default(),
-                })
-                .collect(),
-            retry_after_seconds: d.retry_after_seconds.and_then(|s| u32::try_from(s).ok()),
-        }),
-        code: s.code.and_then(|c| u16::try_from(c).ok()).unwrap_or(0),
-        metadata: ListMeta {
-            resource_version: meta.resource_version.map(SmolStr::from).unwrap_or_default(),
-            continue_token: meta.r#continue.unwrap_or_default(),
-            remaining_item_count: meta.remaining_item_count,
-        },
-    })
+    let mut s = Status::default();
+    for field in fields(object) {
+        match field? {
+            (1, v) => list_meta(v.bytes()?, &mut s.metadata)?,
+            (2, v) => s.status = v.string()?,
+            (3, v) => s.message = v.string()?,
+            (4, v) => s.reason = v.string()?,
+            (5, v) => message(&mut s.details, v, status_details)?,
+            (6, v) => s.code = u16::try_from(v.i32()?).unwrap_or(0),
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+fn status_details(b: &[u8], d: &mut StatusDetails) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => d.name = v.string()?,
+            (2, v) => d.group = v.string()?,
+            (3, v) => d.kind = v.string()?,
+            (6, v) => d.uid = v.string()?,
+            (4, v) => push(&mut d.causes, v, status_cause)?,
+            (5, v) => d.retry_after_seconds = u32::try_from(v.i32()?).ok(),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn status_cause(b: &[u8], c: &mut StatusCause) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => c.reason = v.string()?,
+            (2, v) => c.message = v.string()?,
+            (3, v) => c.field = v.string()?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The decoders of the typed kinds
+// Metadata
 
-/// Decodes `bytes` as message `M`, then converts it.
-fn decode_with<M: Message + Default, T>(
-    bytes: &[u8],
-    convert: fn(M) -> Result<T, Failure>,
-) -> Result<T, Failure> {
-    convert(M::decode(bytes).map_err(|e| format!("the object does not decode: {e}"))?)
-}
-
-/// The decoder of [`Pod`]'s message.
-impl FromProtobuf for Pod {
-    fn from_protobuf(bytes: &[u8]) -> Result<Pod, Failure> {
-        decode_with(bytes, |p: PodMessage| {
-            let spec = p.spec.unwrap_or_default();
-            let status = p.status.unwrap_or_default();
-            Ok(Pod {
-                metadata: object_meta(p.metadata)?,
-                spec: kinds::PodSpec {
-                    node_name: non_empty(spec.node_name),
-                    hostname: non_empty(spec.hostname),
-                    subdomain: non_empty(spec.subdomain),
-                    service_account_name: non_empty(spec.service_account_name),
-                    containers: exact(spec.containers, |c| kinds::Container {
-                        name: c.name.unwrap_or_default(),
-                        image: non_empty(c.image),
-                        ports: exact(c.ports, |p| kinds::ContainerPort {
-                            name: non_empty(p.name),
-                            container_port: p.container_port.unwrap_or_default(),
-                            protocol: non_empty(p.protocol),
-                        }),
-                    }),
-                    node_selector: map(spec.node_selector),
-                },
-                status: kinds::PodStatus {
-                    phase: non_empty(status.phase),
-                    host_ip: non_empty(status.host_ip),
-                    pod_ip: non_empty(status.pod_ip),
-                    pod_ips: exact(status.pod_ips, |ip| kinds::PodIp {
-                        ip: ip.ip.unwrap_or_default(),
-                    }),
-                    conditions: exact(status.conditions, condition),
-                },
-            })
-        })
+/// `ObjectMeta`: name 1, generateName 2, namespace 3, selfLink 4, uid 5, resourceVersion 6,
+/// generation 7, creationTimestamp 8, deletionTimestamp 9, deletionGracePeriodSeconds 10, labels
+/// 11, annotations 12, ownerReferences 13, finalizers 14, managedFields 17.
+fn object_meta(b: &[u8], m: &mut ObjectMeta) -> Result<(), Failure> {
+    let (mut labels, mut annotations, mut managed) = (Vec::new(), Vec::new(), Vec::new());
+    for field in fields(b) {
+        match field? {
+            (1, v) => m.name = v.string()?,
+            (2, v) => m.generate_name = v.string()?,
+            (3, v) => m.namespace = v.string()?,
+            (4, v) => m.self_link = v.string()?,
+            (5, v) => m.uid = v.string()?,
+            (6, v) => m.resource_version = v.smol()?,
+            // A plain int64 with omitempty in Go: JSON leaves 0 out.
+            (7, v) => m.generation = Some(v.i64()?).filter(|g| *g != 0),
+            (8, v) => m.creation_timestamp = timestamp(v.bytes()?)?,
+            (9, v) => m.deletion_timestamp = timestamp(v.bytes()?)?,
+            (10, v) => m.deletion_grace_period_seconds = Some(v.i64()?),
+            (11, v) => map_entry(&mut labels, v)?,
+            (12, v) => map_entry(&mut annotations, v)?,
+            (13, v) => push(&mut m.owner_references, v, owner_reference)?,
+            (14, v) => m.finalizers.push(v.string()?),
+            (17, v) => managed.push(v.bytes()?),
+            _ => {}
+        }
     }
-}
-
-/// The decoder of [`Service`]'s message.
-impl FromProtobuf for Service {
-    fn from_protobuf(bytes: &[u8]) -> Result<Service, Failure> {
-        decode_with(bytes, |s: ServiceMessage| {
-            let spec = s.spec.unwrap_or_default();
-            Ok(Service {
-                metadata: object_meta(s.metadata)?,
-                spec: kinds::ServiceSpec {
-                    ports: exact(spec.ports, |p| kinds::ServicePort {
-                        name: non_empty(p.name),
-                        protocol: non_empty(p.protocol),
-                        port: p.port.unwrap_or_default(),
-                        // Not a pointer in Go: JSON always has it (0 when unset).
-                        target_port: Some(match p.target_port.unwrap_or_default() {
-                            IntOrString {
-                                r#type: Some(1),
-                                str_val,
-                                ..
-                            } => serde_json::Value::String(str_val.unwrap_or_default()),
-                            IntOrString { int_val, .. } => int_val.unwrap_or_default().into(),
-                        }),
-                        app_protocol: p.app_protocol,
-                    }),
-                    // JSON has the selector whenever the map is not empty.
-                    selector: (!spec.selector.is_empty()).then(|| map(spec.selector)),
-                    cluster_ip: non_empty(spec.cluster_ip),
-                    cluster_ips: spec.cluster_ips,
-                    type_: non_empty(spec.r#type),
-                    external_name: non_empty(spec.external_name),
-                },
-            })
-        })
+    if !labels.is_empty() {
+        m.labels = string_map(labels);
     }
-}
-
-/// The decoder of [`Endpoints`]' message.
-impl FromProtobuf for Endpoints {
-    fn from_protobuf(bytes: &[u8]) -> Result<Endpoints, Failure> {
-        decode_with(bytes, |e: EndpointsMessage| {
-            let address = |a: EndpointAddressMessage| kinds::EndpointAddress {
-                ip: a.ip.map(SmolStr::from).unwrap_or_default(),
-                hostname: non_empty(a.hostname).map(SmolStr::from),
-                node_name: a.node_name.map(SmolStr::from),
-                target_ref: a.target_ref.map(object_reference),
-            };
-            Ok(Endpoints {
-                metadata: object_meta(e.metadata)?,
-                subsets: exact(e.subsets, |s| kinds::EndpointSubset {
-                    addresses: exact(s.addresses, address),
-                    not_ready_addresses: exact(s.not_ready_addresses, address),
-                    ports: exact(s.ports, |p| kinds::EndpointPort {
-                        name: non_empty(p.name).map(SmolStr::from),
-                        // Not a pointer in core/v1: JSON always has it.
-                        port: Some(p.port.unwrap_or_default()),
-                        protocol: non_empty(p.protocol).map(SmolStr::from),
-                        app_protocol: p.app_protocol.map(SmolStr::from),
-                    }),
-                }),
-            })
-        })
+    if !annotations.is_empty() {
+        m.annotations = string_map(annotations);
     }
-}
-
-/// The decoder of [`EndpointSlice`]'s message (`discovery.k8s.io/v1`; its field numbers differ
-/// from v1beta1's, which is read as JSON).
-impl FromProtobuf for EndpointSlice {
-    fn from_protobuf(bytes: &[u8]) -> Result<EndpointSlice, Failure> {
-        decode_with(bytes, |s: EndpointSliceMessage| {
-            Ok(EndpointSlice {
-                metadata: object_meta(s.metadata)?,
-                address_type: s.address_type.map(SmolStr::from).unwrap_or_default(),
-                endpoints: exact(s.endpoints, |e| {
-                    let conditions = e.conditions.unwrap_or_default();
-                    kinds::Endpoint {
-                        addresses: exact(e.addresses, SmolStr::from),
-                        conditions: kinds::EndpointConditions {
-                            ready: conditions.ready,
-                            serving: conditions.serving,
-                            terminating: conditions.terminating,
-                        },
-                        hostname: e.hostname.map(SmolStr::from),
-                        target_ref: e.target_ref.map(object_reference),
-                        node_name: e.node_name.map(SmolStr::from),
-                        zone: e.zone.map(SmolStr::from),
-                        hints: e.hints.map(|h| kinds::EndpointHints {
-                            for_zones: exact(h.for_zones, for_name),
-                            for_nodes: exact(h.for_nodes, for_name),
-                        }),
-                        // v1's `deprecatedTopology` (field 5): the struct's `topology` is v1beta1's
-                        // JSON member, which v1 does not have.
-                        topology: StringMap::new(),
-                    }
-                }),
-                ports: exact(s.ports, |p| kinds::EndpointPort {
-                    name: p.name.map(SmolStr::from),
-                    port: p.port,
-                    protocol: p.protocol.map(SmolStr::from),
-                    app_protocol: p.app_protocol.map(SmolStr::from),
-                }),
-            })
-        })
+    m.owner_references.shrink_to_fit();
+    m.finalizers.shrink_to_fit();
+    if !managed.is_empty() {
+        m.managed_fields = Some(managed_fields(&managed)?);
     }
+    Ok(())
 }
 
-/// The decoder of [`ConfigMap`]'s message.
-impl FromProtobuf for ConfigMap {
-    fn from_protobuf(bytes: &[u8]) -> Result<ConfigMap, Failure> {
-        use base64::Engine as _;
-        decode_with(bytes, |c: ConfigMapMessage| {
-            Ok(ConfigMap {
-                metadata: object_meta(c.metadata)?,
-                data: map(c.data),
-                // JSON carries the bytes in base64.
-                binary_data: c
-                    .binary_data
-                    .into_iter()
-                    .map(|e| {
-                        let value = base64::engine::general_purpose::STANDARD
-                            .encode(e.value.unwrap_or_default());
-                        (e.key.unwrap_or_default(), value)
-                    })
-                    .collect(),
-            })
-        })
+fn owner_reference(b: &[u8], r: &mut OwnerReference) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (5, v) => r.api_version = v.string()?,
+            (1, v) => r.kind = v.string()?,
+            (3, v) => r.name = v.string()?,
+            (4, v) => r.uid = v.string()?,
+            (6, v) => r.controller = Some(v.bool()?),
+            (7, v) => r.block_owner_deletion = Some(v.bool()?),
+            _ => {}
+        }
     }
+    Ok(())
 }
 
-/// The decoder of [`Namespace`]'s message.
-impl FromProtobuf for Namespace {
-    fn from_protobuf(bytes: &[u8]) -> Result<Namespace, Failure> {
-        decode_with(bytes, |n: NamespaceMessage| {
-            Ok(Namespace {
-                metadata: object_meta(n.metadata)?,
-                status: kinds::NamespaceStatus {
-                    phase: non_empty(n.status.unwrap_or_default().phase),
-                },
-            })
-        })
+/// A `metav1.Time` (seconds 1, nanos 2) as its JSON text; `None` for Go's zero time (sent as an
+/// empty message, written to JSON as `null`).
+fn timestamp(b: &[u8]) -> Result<Option<SmolStr>, Failure> {
+    let mut seconds = 0i64;
+    for field in fields(b) {
+        if let (1, v) = field? {
+            seconds = v.i64()?;
+        }
     }
-}
-
-/// The decoder of [`Node`]'s message.
-impl FromProtobuf for Node {
-    fn from_protobuf(bytes: &[u8]) -> Result<Node, Failure> {
-        decode_with(bytes, |n: NodeMessage| {
-            let spec = n.spec.unwrap_or_default();
-            let status = n.status.unwrap_or_default();
-            Ok(Node {
-                metadata: object_meta(n.metadata)?,
-                spec: kinds::NodeSpec {
-                    pod_cidr: non_empty(spec.pod_cidr),
-                    // A plain `bool` with `omitempty` in Go: JSON leaves `false` out.
-                    unschedulable: spec.unschedulable.filter(|u| *u),
-                },
-                status: kinds::NodeStatus {
-                    addresses: exact(status.addresses, |a| kinds::NodeAddress {
-                        type_: a.r#type.unwrap_or_default(),
-                        address: a.address.unwrap_or_default(),
-                    }),
-                    conditions: exact(status.conditions, condition),
-                },
-            })
-        })
-    }
-}
-
-/// `Some` for a non-empty string: a Go `string` with `omitempty`, which JSON leaves out when empty
-/// and protobuf always sends.
-fn non_empty(s: Option<String>) -> Option<String> {
-    s.filter(|s| !s.is_empty())
-}
-
-/// The converted items in a vector of exactly their number (as the JSON path's `exact_vec`).
-fn exact<A, B>(items: Vec<A>, convert: impl FnMut(A) -> B) -> Vec<B> {
-    let mut out = Vec::with_capacity(items.len());
-    out.extend(items.into_iter().map(convert));
-    out
-}
-
-/// A map's entries (sorted and deduplicated by `StringMap`; Go sends them sorted).
-fn map(entries: Vec<MapEntry>) -> StringMap {
-    entries
-        .into_iter()
-        .map(|e| (e.key.unwrap_or_default(), e.value.unwrap_or_default()))
-        .collect()
-}
-
-fn condition(c: ConditionMessage) -> kinds::Condition {
-    kinds::Condition {
-        type_: c.r#type.unwrap_or_default(),
-        status: c.status.unwrap_or_default(),
-        reason: non_empty(c.reason),
-        message: non_empty(c.message),
-    }
-}
-
-fn object_reference(r: ObjectReferenceMessage) -> kinds::ObjectReference {
-    kinds::ObjectReference {
-        kind: r.kind.map(SmolStr::from).unwrap_or_default(),
-        namespace: r.namespace.map(SmolStr::from).unwrap_or_default(),
-        name: r.name.map(SmolStr::from).unwrap_or_default(),
-        uid: r.uid.unwrap_or_default(),
-    }
-}
-
-fn for_name(f: ForNameMessage) -> kinds::ForName {
-    kinds::ForName {
-        name: f.name.map(SmolStr::from).unwrap_or_default(),
-    }
-}
-
-/// A `metav1.Time` as its JSON text; `None` for Go's zero time (sent as an empty message, written
-/// to JSON as `null`).
-fn timestamp(t: Option<Time>) -> Option<SmolStr> {
-    let t = t?;
-    let seconds = t.seconds.filter(|s| *s != 0)?;
-    let at = if seconds >= 0 {
-        SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(seconds as u64))?
-    } else {
-        SystemTime::UNIX_EPOCH.checked_sub(Duration::from_secs(seconds.unsigned_abs()))?
-    };
-    Some(super::time::format_rfc3339(at).into())
-}
-
-fn object_meta(m: Option<ObjectMetaMessage>) -> Result<ObjectMeta, Failure> {
-    let m = m.unwrap_or_default();
-    Ok(ObjectMeta {
-        name: m.name.unwrap_or_default(),
-        generate_name: m.generate_name.unwrap_or_default(),
-        namespace: m.namespace.unwrap_or_default(),
-        self_link: m.self_link.unwrap_or_default(),
-        uid: m.uid.unwrap_or_default(),
-        resource_version: m.resource_version.map(SmolStr::from).unwrap_or_default(),
-        generation: m.generation.filter(|g| *g != 0),
-        creation_timestamp: timestamp(m.creation_timestamp),
-        deletion_timestamp: timestamp(m.deletion_timestamp),
-        deletion_grace_period_seconds: m.deletion_grace_period_seconds,
-        labels: map(m.labels),
-        annotations: map(m.annotations),
-        owner_references: exact(m.owner_references, |r| super::OwnerReference {
-            api_version: r.api_version.unwrap_or_default(),
-            kind: r.kind.unwrap_or_default(),
-            name: r.name.unwrap_or_default(),
-            uid: r.uid.unwrap_or_default(),
-            controller: r.controller,
-            block_owner_deletion: r.block_owner_deletion,
-        }),
-        finalizers: m.finalizers,
-        managed_fields: managed_fields(m.managed_fields)?,
-    })
-}
-
-/// `managedFields` as the JSON array the apiserver writes for them (members in Go's field order,
-/// empty ones left out), so that both wires give equal metadata.
-fn managed_fields(entries: Vec<ManagedFieldsEntry>) -> Result<Option<RawJson>, Failure> {
-    use serde::Serialize;
-    if entries.is_empty() {
+    if seconds == 0 {
         return Ok(None);
     }
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Entry<'a> {
-        #[serde(skip_serializing_if = "str::is_empty")]
-        manager: &'a str,
-        #[serde(skip_serializing_if = "str::is_empty")]
-        operation: &'a str,
-        #[serde(skip_serializing_if = "str::is_empty")]
-        api_version: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        time: Option<SmolStr>,
-        #[serde(skip_serializing_if = "str::is_empty")]
-        fields_type: &'a str,
-        #[serde(rename = "fieldsV1", skip_serializing_if = "Option::is_none")]
-        fields_v1: Option<&'a serde_json::value::RawValue>,
-        #[serde(skip_serializing_if = "str::is_empty")]
-        subresource: &'a str,
-    }
-    let mut json = Vec::new();
-    let mut raws = Vec::with_capacity(entries.len());
-    for e in &entries {
-        let raw = match e.fields_v1.as_ref().and_then(|f| f.raw.as_deref()) {
-            Some(raw) => Some(
-                serde_json::from_slice::<&serde_json::value::RawValue>(raw)
-                    .map_err(|e| format!("a managedFields entry's fieldsV1 is not JSON: {e}"))?,
-            ),
-            None => None,
+    Ok(Some(super::time::rfc3339_of_seconds(seconds)))
+}
+
+/// `managedFields` as the JSON array the apiserver writes for them: each entry's members in Go's
+/// field order (manager 1, operation 2, apiVersion 3, time 4, fieldsType 6, fieldsV1 7 whose raw
+/// JSON is its field 1, subresource 8), empty ones left out; so both wires give equal metadata.
+/// The array is checked as JSON once, whole.
+fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
+    let mut json = Vec::with_capacity(entries.iter().map(|e| e.len() + 64).sum());
+    json.push(b'[');
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            json.push(b',');
+        }
+        let member = |json: &mut Vec<u8>, name: &str| {
+            json.extend_from_slice(if json.last() == Some(&b'{') {
+                b"\""
+            } else {
+                b",\""
+            });
+            json.extend_from_slice(name.as_bytes());
+            json.extend_from_slice(b"\":");
         };
-        raws.push(raw);
+        let (mut strings, mut time, mut fields_v1) = ([""; 5], None, None);
+        for field in fields(entry) {
+            match field? {
+                (n @ 1..=3, v) => strings[n as usize - 1] = v.str()?,
+                (4, v) => time = timestamp(v.bytes()?)?,
+                (6, v) => strings[3] = v.str()?,
+                (7, v) => {
+                    for field in fields(v.bytes()?) {
+                        if let (1, raw) = field? {
+                            fields_v1 = Some(raw.bytes()?);
+                        }
+                    }
+                }
+                (8, v) => strings[4] = v.str()?,
+                _ => {}
+            }
+        }
+        json.push(b'{');
+        let string = |json: &mut Vec<u8>, s: &str| {
+            serde_json::to_writer(&mut *json, s).map_err(|e| e.to_string())
+        };
+        for (name, value) in [("manager", 0), ("operation", 1), ("apiVersion", 2)] {
+            if !strings[value].is_empty() {
+                member(&mut json, name);
+                string(&mut json, strings[value])?;
+            }
+        }
+        if let Some(time) = &time {
+            member(&mut json, "time");
+            string(&mut json, time)?;
+        }
+        if !strings[3].is_empty() {
+            member(&mut json, "fieldsType");
+            string(&mut json, strings[3])?;
+        }
+        if let Some(raw) = fields_v1.filter(|r| !r.is_empty()) {
+            member(&mut json, "fieldsV1");
+            json.extend_from_slice(raw);
+        }
+        if !strings[4].is_empty() {
+            member(&mut json, "subresource");
+            string(&mut json, strings[4])?;
+        }
+        json.push(b'}');
     }
-    let list: Vec<Entry<'_>> = entries
-        .iter()
-        .zip(raws)
-        .map(|(e, raw)| Entry {
-            manager: e.manager.as_deref().unwrap_or_default(),
-            operation: e.operation.as_deref().unwrap_or_default(),
-            api_version: e.api_version.as_deref().unwrap_or_default(),
-            time: timestamp(e.time.clone()),
-            fields_type: e.fields_type.as_deref().unwrap_or_default(),
-            fields_v1: raw,
-            subresource: e.subresource.as_deref().unwrap_or_default(),
-        })
-        .collect();
-    serde_json::to_writer(&mut json, &list).map_err(|e| e.to_string())?;
-    let text = String::from_utf8(json).map_err(|e| e.to_string())?;
-    let raw = serde_json::value::RawValue::from_string(text).map_err(|e| e.to_string())?;
-    Ok(Some(RawJson::from_raw(raw)))
+    json.push(b']');
+    // An exact-size copy: the estimate above is generous, and shrinking it in place would leave
+    // a gap behind every object's metadata in the allocator.
+    let text = std::str::from_utf8(&json)
+        .map_err(|_| "managedFields that are not UTF-8".to_owned())?
+        .to_owned();
+    let raw = serde_json::value::RawValue::from_string(text)
+        .map_err(|e| format!("managedFields whose fieldsV1 is not JSON: {e}"))?;
+    Ok(RawJson::from_raw(raw))
 }
 
 // ---------------------------------------------------------------------------------------------------
-// The mirrors: the fields each kind keeps, by the numbers of k8s.io/api's generated.proto.
+// The kinds: each reads its message's fields into its struct (numbers of k8s.io/api's
+// generated.proto), then applies JSON's conventions where Go writes a field to JSON only when set.
 
-/// A `map<string, string>` (or `map<string, bytes>`) entry: a map is a repeated message of these.
-#[derive(Clone, PartialEq, Message)]
-struct MapEntry {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    value: Option<String>,
+/// Decodes a kind's message with `read` (field 1 of every kind is its `ObjectMeta`).
+fn decode<T: Default>(
+    bytes: &[u8],
+    read: fn(u32, Value<'_>, &mut T) -> Result<(), Failure>,
+) -> Result<T, Failure> {
+    let mut object = T::default();
+    for field in fields(bytes) {
+        let (number, value) = field?;
+        read(number, value, &mut object)?;
+    }
+    Ok(object)
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct BytesMapEntry {
-    #[prost(string, optional, tag = "1")]
-    key: Option<String>,
-    #[prost(bytes = "vec", optional, tag = "2")]
-    value: Option<Vec<u8>>,
+impl FromProtobuf for Pod {
+    /// `Pod`: metadata 1, spec 2, status 3.
+    fn from_protobuf(bytes: &[u8]) -> Result<Pod, Failure> {
+        decode(bytes, |number, v, pod: &mut Pod| match number {
+            1 => object_meta(v.bytes()?, &mut pod.metadata),
+            2 => pod_spec(v.bytes()?, &mut pod.spec),
+            3 => pod_status(v.bytes()?, &mut pod.status),
+            _ => Ok(()),
+        })
+    }
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct Time {
-    #[prost(int64, optional, tag = "1")]
-    seconds: Option<i64>,
-    #[prost(int32, optional, tag = "2")]
-    nanos: Option<i32>,
+/// `PodSpec`: containers 2, nodeSelector 7, serviceAccountName 8, nodeName 10, hostname 16,
+/// subdomain 17.
+fn pod_spec(b: &[u8], s: &mut kinds::PodSpec) -> Result<(), Failure> {
+    let mut node_selector = Vec::new();
+    for field in fields(b) {
+        match field? {
+            (2, v) => push(&mut s.containers, v, container)?,
+            (7, v) => map_entry(&mut node_selector, v)?,
+            (8, v) => s.service_account_name = non_empty(Some(v.string()?)),
+            (10, v) => s.node_name = non_empty(Some(v.string()?)),
+            (16, v) => s.hostname = non_empty(Some(v.string()?)),
+            (17, v) => s.subdomain = non_empty(Some(v.string()?)),
+            _ => {}
+        }
+    }
+    s.containers.shrink_to_fit();
+    if !node_selector.is_empty() {
+        s.node_selector = string_map(node_selector);
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct ListMetaMessage {
-    #[prost(string, optional, tag = "2")]
-    resource_version: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    r#continue: Option<String>,
-    #[prost(int64, optional, tag = "4")]
-    remaining_item_count: Option<i64>,
+/// `Container`: name 1, image 2, ports 6 (`ContainerPort`: name 1, containerPort 3, protocol 4).
+fn container(b: &[u8], c: &mut kinds::Container) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => c.name = v.string()?,
+            (2, v) => c.image = non_empty(Some(v.string()?)),
+            (6, v) => push(&mut c.ports, v, |b, p: &mut kinds::ContainerPort| {
+                for field in fields(b) {
+                    match field? {
+                        (1, v) => p.name = non_empty(Some(v.string()?)),
+                        (3, v) => p.container_port = v.i32()?,
+                        (4, v) => p.protocol = non_empty(Some(v.string()?)),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            })?,
+            _ => {}
+        }
+    }
+    c.ports.shrink_to_fit();
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct ObjectMetaMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    generate_name: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    namespace: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    self_link: Option<String>,
-    #[prost(string, optional, tag = "5")]
-    uid: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    resource_version: Option<String>,
-    #[prost(int64, optional, tag = "7")]
-    generation: Option<i64>,
-    #[prost(message, optional, tag = "8")]
-    creation_timestamp: Option<Time>,
-    #[prost(message, optional, tag = "9")]
-    deletion_timestamp: Option<Time>,
-    #[prost(int64, optional, tag = "10")]
-    deletion_grace_period_seconds: Option<i64>,
-    #[prost(message, repeated, tag = "11")]
-    labels: Vec<MapEntry>,
-    #[prost(message, repeated, tag = "12")]
-    annotations: Vec<MapEntry>,
-    #[prost(message, repeated, tag = "13")]
-    owner_references: Vec<OwnerReferenceMessage>,
-    #[prost(string, repeated, tag = "14")]
-    finalizers: Vec<String>,
-    #[prost(message, repeated, tag = "17")]
-    managed_fields: Vec<ManagedFieldsEntry>,
+/// `PodStatus`: phase 1, conditions 2, hostIP 5, podIP 6, podIPs 12 (`PodIP`: ip 1).
+fn pod_status(b: &[u8], s: &mut kinds::PodStatus) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => s.phase = non_empty(Some(v.string()?)),
+            (2, v) => push(&mut s.conditions, v, condition)?,
+            (5, v) => s.host_ip = non_empty(Some(v.string()?)),
+            (6, v) => s.pod_ip = non_empty(Some(v.string()?)),
+            (12, v) => push(&mut s.pod_ips, v, |b, ip: &mut kinds::PodIp| {
+                for field in fields(b) {
+                    if let (1, v) = field? {
+                        ip.ip = v.string()?;
+                    }
+                }
+                Ok(())
+            })?,
+            _ => {}
+        }
+    }
+    s.conditions.shrink_to_fit();
+    s.pod_ips.shrink_to_fit();
+    Ok(())
 }
 
-/// Any kind's message read for its metadata alone.
-#[derive(Clone, PartialEq, Message)]
-struct ObjectMetaOnly {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
+/// `PodCondition` and `NodeCondition` alike: type 1, status 2, reason 5, message 6.
+fn condition(b: &[u8], c: &mut kinds::Condition) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => c.type_ = v.string()?,
+            (2, v) => c.status = v.string()?,
+            (5, v) => c.reason = non_empty(Some(v.string()?)),
+            (6, v) => c.message = non_empty(Some(v.string()?)),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct OwnerReferenceMessage {
-    #[prost(string, optional, tag = "5")]
-    api_version: Option<String>,
-    #[prost(string, optional, tag = "1")]
-    kind: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    uid: Option<String>,
-    #[prost(bool, optional, tag = "6")]
-    controller: Option<bool>,
-    #[prost(bool, optional, tag = "7")]
-    block_owner_deletion: Option<bool>,
+impl FromProtobuf for Service {
+    /// `Service`: metadata 1, spec 2.
+    fn from_protobuf(bytes: &[u8]) -> Result<Service, Failure> {
+        decode(bytes, |number, v, svc: &mut Service| match number {
+            1 => object_meta(v.bytes()?, &mut svc.metadata),
+            2 => service_spec(v.bytes()?, &mut svc.spec),
+            _ => Ok(()),
+        })
+    }
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct ManagedFieldsEntry {
-    #[prost(string, optional, tag = "1")]
-    manager: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    operation: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    api_version: Option<String>,
-    #[prost(message, optional, tag = "4")]
-    time: Option<Time>,
-    #[prost(string, optional, tag = "6")]
-    fields_type: Option<String>,
-    #[prost(message, optional, tag = "7")]
-    fields_v1: Option<FieldsV1>,
-    #[prost(string, optional, tag = "8")]
-    subresource: Option<String>,
+/// `ServiceSpec`: ports 1, selector 2, clusterIP 3, type 4, externalName 10, clusterIPs 18.
+fn service_spec(b: &[u8], s: &mut kinds::ServiceSpec) -> Result<(), Failure> {
+    let mut selector = Vec::new();
+    for field in fields(b) {
+        match field? {
+            (1, v) => push(&mut s.ports, v, service_port)?,
+            (2, v) => map_entry(&mut selector, v)?,
+            (3, v) => s.cluster_ip = non_empty(Some(v.string()?)),
+            (4, v) => s.type_ = non_empty(Some(v.string()?)),
+            (10, v) => s.external_name = non_empty(Some(v.string()?)),
+            (18, v) => s.cluster_ips.push(v.string()?),
+            _ => {}
+        }
+    }
+    s.ports.shrink_to_fit();
+    s.cluster_ips.shrink_to_fit();
+    // JSON has the selector whenever the map is not empty.
+    if !selector.is_empty() {
+        s.selector = Some(string_map(selector));
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct FieldsV1 {
-    #[prost(bytes = "vec", optional, tag = "1")]
-    raw: Option<Vec<u8>>,
+/// `ServicePort`: name 1, protocol 2, port 3, targetPort 4 (`IntOrString`: type 1, intVal 2,
+/// strVal 3), appProtocol 6.
+fn service_port(b: &[u8], p: &mut kinds::ServicePort) -> Result<(), Failure> {
+    // Not a pointer in Go: JSON always has it (0 when unset).
+    let (mut is_string, mut int, mut string) = (false, 0i32, String::new());
+    for field in fields(b) {
+        match field? {
+            (1, v) => p.name = non_empty(Some(v.string()?)),
+            (2, v) => p.protocol = non_empty(Some(v.string()?)),
+            (3, v) => p.port = v.i32()?,
+            (4, v) => {
+                for field in fields(v.bytes()?) {
+                    match field? {
+                        (1, v) => is_string = v.i64()? == 1,
+                        (2, v) => int = v.i32()?,
+                        (3, v) => string = v.string()?,
+                        _ => {}
+                    }
+                }
+            }
+            (6, v) => p.app_protocol = Some(v.string()?),
+            _ => {}
+        }
+    }
+    p.target_port = Some(if is_string {
+        serde_json::Value::String(string)
+    } else {
+        int.into()
+    });
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct StatusMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ListMetaMessage>,
-    #[prost(string, optional, tag = "2")]
-    status: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    message: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    reason: Option<String>,
-    #[prost(message, optional, tag = "5")]
-    details: Option<StatusDetailsMessage>,
-    #[prost(int32, optional, tag = "6")]
-    code: Option<i32>,
+impl FromProtobuf for Endpoints {
+    /// `Endpoints`: metadata 1, subsets 2.
+    fn from_protobuf(bytes: &[u8]) -> Result<Endpoints, Failure> {
+        let mut endpoints = decode(bytes, |number, v, e: &mut Endpoints| match number {
+            1 => object_meta(v.bytes()?, &mut e.metadata),
+            2 => push(&mut e.subsets, v, endpoint_subset),
+            _ => Ok(()),
+        })?;
+        endpoints.subsets.shrink_to_fit();
+        Ok(endpoints)
+    }
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct StatusDetailsMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    group: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    kind: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    uid: Option<String>,
-    #[prost(message, repeated, tag = "4")]
-    causes: Vec<StatusCauseMessage>,
-    #[prost(int32, optional, tag = "5")]
-    retry_after_seconds: Option<i32>,
+/// `EndpointSubset`: addresses 1, notReadyAddresses 2, ports 3.
+fn endpoint_subset(b: &[u8], s: &mut kinds::EndpointSubset) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => push(&mut s.addresses, v, endpoint_address)?,
+            (2, v) => push(&mut s.not_ready_addresses, v, endpoint_address)?,
+            (3, v) => push(&mut s.ports, v, endpoints_port)?,
+            _ => {}
+        }
+    }
+    s.addresses = exact(std::mem::take(&mut s.addresses));
+    s.not_ready_addresses = exact(std::mem::take(&mut s.not_ready_addresses));
+    s.ports = exact(std::mem::take(&mut s.ports));
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct StatusCauseMessage {
-    #[prost(string, optional, tag = "1")]
-    reason: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    message: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    field: Option<String>,
+/// `EndpointAddress`: ip 1, targetRef 2, hostname 3, nodeName 4.
+fn endpoint_address(b: &[u8], a: &mut kinds::EndpointAddress) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => a.ip = v.smol()?,
+            (2, v) => message(&mut a.target_ref, v, object_reference)?,
+            (3, v) => a.hostname = non_empty(Some(v.smol()?)),
+            (4, v) => a.node_name = Some(v.smol()?),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct PodMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, optional, tag = "2")]
-    spec: Option<PodSpecMessage>,
-    #[prost(message, optional, tag = "3")]
-    status: Option<PodStatusMessage>,
+/// `ObjectReference`: kind 1, namespace 2, name 3, uid 4.
+fn object_reference(b: &[u8], r: &mut kinds::ObjectReference) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => r.kind = v.smol()?,
+            (2, v) => r.namespace = v.smol()?,
+            (3, v) => r.name = v.smol()?,
+            (4, v) => r.uid = v.string()?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct PodSpecMessage {
-    #[prost(message, repeated, tag = "2")]
-    containers: Vec<ContainerMessage>,
-    #[prost(message, repeated, tag = "7")]
-    node_selector: Vec<MapEntry>,
-    #[prost(string, optional, tag = "8")]
-    service_account_name: Option<String>,
-    #[prost(string, optional, tag = "10")]
-    node_name: Option<String>,
-    #[prost(string, optional, tag = "16")]
-    hostname: Option<String>,
-    #[prost(string, optional, tag = "17")]
-    subdomain: Option<String>,
+/// core/v1 `EndpointPort`: name 1, port 2, protocol 3, appProtocol 4 (port and the plain
+/// strings are not pointers in core/v1: JSON always has the port).
+fn endpoints_port(b: &[u8], p: &mut kinds::EndpointPort) -> Result<(), Failure> {
+    p.port = Some(0);
+    for field in fields(b) {
+        match field? {
+            (1, v) => p.name = non_empty(Some(v.smol()?)),
+            (2, v) => p.port = Some(v.i32()?),
+            (3, v) => p.protocol = non_empty(Some(v.smol()?)),
+            (4, v) => p.app_protocol = Some(v.smol()?),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct ContainerMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    image: Option<String>,
-    #[prost(message, repeated, tag = "6")]
-    ports: Vec<ContainerPortMessage>,
+impl FromProtobuf for EndpointSlice {
+    /// discovery/v1 `EndpointSlice`: metadata 1, endpoints 2, ports 3, addressType 4 (v1beta1's
+    /// numbers differ; it is read as JSON).
+    fn from_protobuf(bytes: &[u8]) -> Result<EndpointSlice, Failure> {
+        let mut slice = decode(bytes, |number, v, s: &mut EndpointSlice| match number {
+            1 => object_meta(v.bytes()?, &mut s.metadata),
+            2 => push(&mut s.endpoints, v, endpoint),
+            3 => push(&mut s.ports, v, slice_port),
+            4 => v.smol().map(|t| s.address_type = t),
+            _ => Ok(()),
+        })?;
+        slice.endpoints.shrink_to_fit();
+        slice.ports.shrink_to_fit();
+        Ok(slice)
+    }
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct ContainerPortMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(int32, optional, tag = "3")]
-    container_port: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    protocol: Option<String>,
+/// discovery/v1 `Endpoint`: addresses 1, conditions 2 (ready 1, serving 2, terminating 3),
+/// hostname 3, targetRef 4, nodeName 6, zone 7, hints 8 (forZones 1, forNodes 2, each `{name:
+/// 1}`). Field 5, v1's `deprecatedTopology`, is not read: the struct's `topology` is v1beta1's
+/// JSON member, which v1's JSON does not have either.
+fn endpoint(b: &[u8], e: &mut kinds::Endpoint) -> Result<(), Failure> {
+    fn for_name(b: &[u8], f: &mut kinds::ForName) -> Result<(), Failure> {
+        for field in fields(b) {
+            if let (1, v) = field? {
+                f.name = v.smol()?;
+            }
+        }
+        Ok(())
+    }
+    for field in fields(b) {
+        match field? {
+            (1, v) => e.addresses.push(v.smol()?),
+            (2, v) => {
+                for field in fields(v.bytes()?) {
+                    match field? {
+                        (1, v) => e.conditions.ready = Some(v.bool()?),
+                        (2, v) => e.conditions.serving = Some(v.bool()?),
+                        (3, v) => e.conditions.terminating = Some(v.bool()?),
+                        _ => {}
+                    }
+                }
+            }
+            (3, v) => e.hostname = Some(v.smol()?),
+            (4, v) => message(&mut e.target_ref, v, object_reference)?,
+            (6, v) => e.node_name = Some(v.smol()?),
+            (7, v) => e.zone = Some(v.smol()?),
+            (8, v) => message(&mut e.hints, v, |b, h: &mut kinds::EndpointHints| {
+                for field in fields(b) {
+                    match field? {
+                        (1, v) => push(&mut h.for_zones, v, for_name)?,
+                        (2, v) => push(&mut h.for_nodes, v, for_name)?,
+                        _ => {}
+                    }
+                }
+                Ok(())
+            })?,
+            _ => {}
+        }
+    }
+    e.addresses.shrink_to_fit();
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct PodStatusMessage {
-    #[prost(string, optional, tag = "1")]
-    phase: Option<String>,
-    #[prost(message, repeated, tag = "2")]
-    conditions: Vec<ConditionMessage>,
-    #[prost(string, optional, tag = "5")]
-    host_ip: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    pod_ip: Option<String>,
-    #[prost(message, repeated, tag = "12")]
-    pod_ips: Vec<PodIpMessage>,
+/// discovery/v1 `EndpointPort`: name 1, protocol 2, port 3, appProtocol 4 (all pointers).
+fn slice_port(b: &[u8], p: &mut kinds::EndpointPort) -> Result<(), Failure> {
+    for field in fields(b) {
+        match field? {
+            (1, v) => p.name = Some(v.smol()?),
+            (2, v) => p.protocol = Some(v.smol()?),
+            (3, v) => p.port = Some(v.i32()?),
+            (4, v) => p.app_protocol = Some(v.smol()?),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct PodIpMessage {
-    #[prost(string, optional, tag = "1")]
-    ip: Option<String>,
+impl FromProtobuf for ConfigMap {
+    /// `ConfigMap`: metadata 1, data 2, binaryData 3 (`map<string, bytes>`, base64 in JSON).
+    fn from_protobuf(bytes: &[u8]) -> Result<ConfigMap, Failure> {
+        use base64::Engine as _;
+        let mut config_map = ConfigMap::default();
+        let (mut data, mut binary) = (Vec::new(), Vec::new());
+        for field in fields(bytes) {
+            match field? {
+                (1, v) => object_meta(v.bytes()?, &mut config_map.metadata)?,
+                (2, v) => map_entry(&mut data, v)?,
+                (3, v) => {
+                    let (mut key, mut value) = ("", &[][..]);
+                    for field in fields(v.bytes()?) {
+                        match field? {
+                            (1, v) => key = v.str()?,
+                            (2, v) => value = v.bytes()?,
+                            _ => {}
+                        }
+                    }
+                    let value = base64::engine::general_purpose::STANDARD.encode(value);
+                    binary.push((key, value));
+                }
+                _ => {}
+            }
+        }
+        config_map.data = string_map(data);
+        if !binary.is_empty() {
+            config_map.binary_data = StringMap::from_entries(binary);
+        }
+        Ok(config_map)
+    }
 }
 
-/// `PodCondition` and `NodeCondition` alike (the fields kept have the same numbers).
-#[derive(Clone, PartialEq, Message)]
-struct ConditionMessage {
-    #[prost(string, optional, tag = "1")]
-    r#type: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    status: Option<String>,
-    #[prost(string, optional, tag = "5")]
-    reason: Option<String>,
-    #[prost(string, optional, tag = "6")]
-    message: Option<String>,
+impl FromProtobuf for Namespace {
+    /// `Namespace`: metadata 1, status 3 (phase 1).
+    fn from_protobuf(bytes: &[u8]) -> Result<Namespace, Failure> {
+        decode(bytes, |number, v, ns: &mut Namespace| match number {
+            1 => object_meta(v.bytes()?, &mut ns.metadata),
+            3 => {
+                for field in fields(v.bytes()?) {
+                    if let (1, v) = field? {
+                        ns.status.phase = non_empty(Some(v.string()?));
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        })
+    }
 }
 
-#[derive(Clone, PartialEq, Message)]
-struct ServiceMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, optional, tag = "2")]
-    spec: Option<ServiceSpecMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ServiceSpecMessage {
-    #[prost(message, repeated, tag = "1")]
-    ports: Vec<ServicePortMessage>,
-    #[prost(message, repeated, tag = "2")]
-    selector: Vec<MapEntry>,
-    #[prost(string, optional, tag = "3")]
-    cluster_ip: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    r#type: Option<String>,
-    #[prost(string, optional, tag = "10")]
-    external_name: Option<String>,
-    #[prost(string, repeated, tag = "18")]
-    cluster_ips: Vec<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ServicePortMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    protocol: Option<String>,
-    #[prost(int32, optional, tag = "3")]
-    port: Option<i32>,
-    #[prost(message, optional, tag = "4")]
-    target_port: Option<IntOrString>,
-    #[prost(string, optional, tag = "6")]
-    app_protocol: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct IntOrString {
-    #[prost(int64, optional, tag = "1")]
-    r#type: Option<i64>,
-    #[prost(int32, optional, tag = "2")]
-    int_val: Option<i32>,
-    #[prost(string, optional, tag = "3")]
-    str_val: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointsMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, repeated, tag = "2")]
-    subsets: Vec<EndpointSubsetMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointSubsetMessage {
-    #[prost(message, repeated, tag = "1")]
-    addresses: Vec<EndpointAddressMessage>,
-    #[prost(message, repeated, tag = "2")]
-    not_ready_addresses: Vec<EndpointAddressMessage>,
-    #[prost(message, repeated, tag = "3")]
-    ports: Vec<EndpointPortMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointAddressMessage {
-    #[prost(string, optional, tag = "1")]
-    ip: Option<String>,
-    #[prost(message, optional, tag = "2")]
-    target_ref: Option<ObjectReferenceMessage>,
-    #[prost(string, optional, tag = "3")]
-    hostname: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    node_name: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ObjectReferenceMessage {
-    #[prost(string, optional, tag = "1")]
-    kind: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    namespace: Option<String>,
-    #[prost(string, optional, tag = "3")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    uid: Option<String>,
-}
-
-/// core/v1's `EndpointPort` and discovery/v1's alike (same numbers, different Go types).
-#[derive(Clone, PartialEq, Message)]
-struct EndpointPortMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(int32, optional, tag = "2")]
-    port: Option<i32>,
-    #[prost(string, optional, tag = "3")]
-    protocol: Option<String>,
-    #[prost(string, optional, tag = "4")]
-    app_protocol: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointSliceMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, repeated, tag = "2")]
-    endpoints: Vec<EndpointMessage>,
-    #[prost(message, repeated, tag = "3")]
-    ports: Vec<SlicePortMessage>,
-    #[prost(string, optional, tag = "4")]
-    address_type: Option<String>,
-}
-
-/// discovery/v1's `EndpointPort`: name 1, protocol 2, port 3, appProtocol 4.
-#[derive(Clone, PartialEq, Message)]
-struct SlicePortMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    protocol: Option<String>,
-    #[prost(int32, optional, tag = "3")]
-    port: Option<i32>,
-    #[prost(string, optional, tag = "4")]
-    app_protocol: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointMessage {
-    #[prost(string, repeated, tag = "1")]
-    addresses: Vec<String>,
-    #[prost(message, optional, tag = "2")]
-    conditions: Option<EndpointConditionsMessage>,
-    #[prost(string, optional, tag = "3")]
-    hostname: Option<String>,
-    #[prost(message, optional, tag = "4")]
-    target_ref: Option<ObjectReferenceMessage>,
-    #[prost(string, optional, tag = "6")]
-    node_name: Option<String>,
-    #[prost(string, optional, tag = "7")]
-    zone: Option<String>,
-    #[prost(message, optional, tag = "8")]
-    hints: Option<EndpointHintsMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointConditionsMessage {
-    #[prost(bool, optional, tag = "1")]
-    ready: Option<bool>,
-    #[prost(bool, optional, tag = "2")]
-    serving: Option<bool>,
-    #[prost(bool, optional, tag = "3")]
-    terminating: Option<bool>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct EndpointHintsMessage {
-    #[prost(message, repeated, tag = "1")]
-    for_zones: Vec<ForNameMessage>,
-    #[prost(message, repeated, tag = "2")]
-    for_nodes: Vec<ForNameMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ForNameMessage {
-    #[prost(string, optional, tag = "1")]
-    name: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ConfigMapMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, repeated, tag = "2")]
-    data: Vec<MapEntry>,
-    #[prost(message, repeated, tag = "3")]
-    binary_data: Vec<BytesMapEntry>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct NamespaceMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, optional, tag = "3")]
-    status: Option<PhaseMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct PhaseMessage {
-    #[prost(string, optional, tag = "1")]
-    phase: Option<String>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct NodeMessage {
-    #[prost(message, optional, tag = "1")]
-    metadata: Option<ObjectMetaMessage>,
-    #[prost(message, optional, tag = "2")]
-    spec: Option<NodeSpecMessage>,
-    #[prost(message, optional, tag = "3")]
-    status: Option<NodeStatusMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct NodeSpecMessage {
-    #[prost(string, optional, tag = "1")]
-    pod_cidr: Option<String>,
-    #[prost(bool, optional, tag = "4")]
-    unschedulable: Option<bool>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct NodeStatusMessage {
-    #[prost(message, repeated, tag = "4")]
-    conditions: Vec<ConditionMessage>,
-    #[prost(message, repeated, tag = "5")]
-    addresses: Vec<NodeAddressMessage>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct NodeAddressMessage {
-    #[prost(string, optional, tag = "1")]
-    r#type: Option<String>,
-    #[prost(string, optional, tag = "2")]
-    address: Option<String>,
+impl FromProtobuf for Node {
+    /// `Node`: metadata 1, spec 2 (podCIDR 1, unschedulable 4), status 3 (conditions 4,
+    /// addresses 5: type 1, address 2).
+    fn from_protobuf(bytes: &[u8]) -> Result<Node, Failure> {
+        let mut node = decode(bytes, |number, v, node: &mut Node| match number {
+            1 => object_meta(v.bytes()?, &mut node.metadata),
+            2 => {
+                for field in fields(v.bytes()?) {
+                    match field? {
+                        (1, v) => node.spec.pod_cidr = non_empty(Some(v.string()?)),
+                        // A plain bool with omitempty in Go: JSON leaves false out.
+                        (4, v) => node.spec.unschedulable = Some(v.bool()?).filter(|u| *u),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            3 => {
+                for field in fields(v.bytes()?) {
+                    match field? {
+                        (4, v) => push(&mut node.status.conditions, v, condition)?,
+                        (5, v) => push(
+                            &mut node.status.addresses,
+                            v,
+                            |b, a: &mut kinds::NodeAddress| {
+                                for field in fields(b) {
+                                    match field? {
+                                        (1, v) => a.type_ = v.string()?,
+                                        (2, v) => a.address = v.string()?,
+                                        _ => {}
+                                    }
+                                }
+                                Ok(())
+                            },
+                        )?,
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        })?;
+        node.status.conditions.shrink_to_fit();
+        node.status.addresses.shrink_to_fit();
+        Ok(node)
+    }
 }

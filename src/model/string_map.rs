@@ -255,7 +255,9 @@ impl StringMap {
 
     /// Builds the map from entries in any order; a later entry wins over an earlier one with the
     /// same key (as with repeated `insert`).
-    fn from_entries<K: AsRef<str>, V: AsRef<str>>(mut entries: Vec<(K, V)>) -> StringMap {
+    pub(crate) fn from_entries<K: AsRef<str>, V: AsRef<str>>(
+        mut entries: Vec<(K, V)>,
+    ) -> StringMap {
         // Stable, so among equal keys the last one given is last; keep that one.
         entries.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
         let mut unique: Vec<(K, V)> = Vec::with_capacity(entries.len());

@@ -97,6 +97,39 @@ pub fn format_rfc3339(time: SystemTime) -> String {
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0) as i64;
+    let (y, m, d, h, mi, s) = civil(secs);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// The text of `secs` seconds after the epoch (before it, for a negative count) as
+/// [`format_rfc3339`] writes it, without an allocation for years 0 to 9999 (20 bytes: a `SmolStr`
+/// holds them inline). The protobuf decoder's timestamps.
+#[cfg(feature = "protobuf")]
+pub(crate) fn rfc3339_of_seconds(secs: i64) -> smol_str::SmolStr {
+    let (y, m, d, h, mi, s) = civil(secs);
+    if !(0..=9999).contains(&y) {
+        return format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z").into();
+    }
+    let mut text = *b"0000-00-00T00:00:00Z";
+    let mut put = |at: usize, value: i64, digits: usize| {
+        let mut v = value;
+        for i in (0..digits).rev() {
+            text[at + i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, y, 4);
+    put(5, m, 2);
+    put(8, d, 2);
+    put(11, h, 2);
+    put(14, mi, 2);
+    put(17, s, 2);
+    // ASCII digits and separators only.
+    smol_str::SmolStr::new(std::str::from_utf8(&text).unwrap_or_default())
+}
+
+/// Year, month, day, hour, minute and second of `secs` seconds after the epoch (UTC).
+fn civil(secs: i64) -> (i64, i64, i64, i64, i64, i64) {
     let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
     // Howard Hinnant's civil_from_days.
     let z = days + 719_468;
@@ -108,12 +141,7 @@ pub fn format_rfc3339(time: SystemTime) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    (y, m, d, rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 fn is_leap(year: i64) -> bool {
@@ -150,6 +178,26 @@ mod tests {
 
     fn secs(text: &str) -> Option<u64> {
         parse(text).map(|t| t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs())
+    }
+
+    #[cfg(feature = "protobuf")]
+    #[test]
+    fn seconds_format_as_the_text_formatter_writes_them() {
+        for secs in [
+            0i64,
+            1,
+            59,
+            86_399,
+            951_868_800,
+            1_709_210_096,
+            4_102_444_799,
+            253_402_300_799,
+        ] {
+            let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs as u64);
+            assert_eq!(rfc3339_of_seconds(secs), format_rfc3339(at), "{secs}");
+        }
+        assert_eq!(rfc3339_of_seconds(-1), "1969-12-31T23:59:59Z");
+        assert_eq!(rfc3339_of_seconds(253_402_300_800), "10000-01-01T00:00:00Z");
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! coalescing. `BOOKMARK` and `ERROR` are decoded at once.
 
 use bytes::Bytes;
-use prost::Message;
 
 use super::event::{Bookmark, EventType, WatchEvent};
 use super::raw::{RawEvent, protobuf_raw_event};
@@ -25,9 +24,9 @@ pub(super) fn event<T: Object>(frame: &Frame) -> Result<RawEvent<T>> {
         excerpt: redacted_excerpt(&frame.bytes, 0, 80),
         message,
     };
-    let event = pb::WatchEvent::decode(frame.bytes.clone())
+    let (ty, body) = pb::watch_event(&frame.bytes)
         .map_err(|e| fail(format!("a protobuf watch event that does not decode: {e}")))?;
-    let ty = match event.r#type.as_deref().unwrap_or_default() {
+    let ty = match ty.as_str() {
         "ADDED" => EventType::Added,
         "MODIFIED" => EventType::Modified,
         "DELETED" => EventType::Deleted,
@@ -35,7 +34,6 @@ pub(super) fn event<T: Object>(frame: &Frame) -> Result<RawEvent<T>> {
         "ERROR" => EventType::Error,
         other => return Err(fail(format!("a watch event of unknown type {other:?}"))),
     };
-    let body = event.object.and_then(|o| o.raw).unwrap_or_default();
     let opened = pb::open(body).map_err(&fail)?;
     let object = opened.object;
     match ty {

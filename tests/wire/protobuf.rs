@@ -29,6 +29,16 @@ async fn server(chunk: usize) -> RawServer {
     .await
 }
 
+/// Every request the server received, lowercased.
+fn requests(server: &RawServer) -> String {
+    server
+        .requests
+        .lock()
+        .unwrap()
+        .join("")
+        .to_ascii_lowercase()
+}
+
 async fn watch_all(api: &Api<Endpoints>) -> Result<Vec<WatchEvent<Endpoints>>, Error> {
     let mut stream = api.watch(&WatchParams::default()).await?;
     let mut events = Vec::new();
@@ -111,12 +121,7 @@ async fn real_protobuf_lists_and_watches_decode_in_any_chunking() {
             *pb_1, from_json,
             "protobuf and JSON decode to equal objects"
         );
-        let requests = server
-            .requests
-            .lock()
-            .unwrap()
-            .join("")
-            .to_ascii_lowercase();
+        let requests = requests(&server);
         assert!(
             requests.contains("accept: application/vnd.kubernetes.protobuf, application/json\r\n")
                 && requests.contains(
@@ -138,12 +143,7 @@ async fn config_protobuf_off_asks_for_json_alone() {
         api.list(&ListParams::default()).await.unwrap().items.len(),
         3
     );
-    let requests = server
-        .requests
-        .lock()
-        .unwrap()
-        .join("")
-        .to_ascii_lowercase();
+    let requests = requests(&server);
     assert!(
         requests.contains("accept: application/json\r\n"),
         "{requests}"
