@@ -15,7 +15,7 @@
 //! # What is decoded
 //!
 //! Each kind's message is read field by field straight into its struct, the way serde reads the
-//! JSON: a [`Fields`] cursor over the message's bytes (prost's wire primitives: keys, varints,
+//! JSON: a `Fields` cursor over the message's bytes (prost's wire primitives: keys, varints,
 //! skipping), a `match` on the field numbers the struct keeps (`Pod` reads 11 of the Kubernetes
 //! Pod's ~70 fields), every other field stepped over by its wire type without being read. Strings
 //! are read where they lie and become `SmolStr`s (inline up to 23 bytes) or `String`s, with no
