@@ -1027,7 +1027,7 @@ impl<T: Object> Api<T> {
             return parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e));
         }
         let opened = self.open_protobuf(bytes, path)?;
-        let decode = T::protobuf_decoder().ok_or_else(|| unasked_protobuf(path))?;
+        let decode = self.protobuf_decoder(path)?;
         decode(&opened.object).map_err(|message| protobuf_error(&opened.object, message))
     }
 
@@ -1048,18 +1048,27 @@ impl<T: Object> Api<T> {
             let body: ListBody<T> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
             return body.into_list(&self.resource, &path);
         }
+        let decode = self.protobuf_decoder(&path)?;
         let opened = self.open_protobuf(bytes, &path)?;
         let expected = format!("{}List", self.resource.kind);
-        if opened.kind != expected && opened.kind != "List" {
+        if !opened.kind.is_empty() && opened.kind != expected && opened.kind != "List" {
             return Err(Error::Protocol(format!(
                 "GET {path} answered 200 with a {:?}, not a {expected}",
                 opened.kind
             )));
         }
-        let decode = T::protobuf_decoder().ok_or_else(|| unasked_protobuf(&path))?;
         let (metadata, items) = crate::model::protobuf::list(&opened.object, decode)
             .map_err(|message| protobuf_error(&opened.object, message))?;
         Ok(ObjectList { metadata, items })
+    }
+
+    /// The decoder for a protobuf answer: only a view of the kind's own resource reads one (a
+    /// typed kind read as another resource or version has other field numbers), whether it
+    /// asked or not (a proxy may ignore `Config::protobuf`).
+    fn protobuf_decoder(&self, path: &str) -> Result<crate::model::ProtobufDecoder<T>> {
+        T::protobuf_decoder()
+            .filter(|_| self.protobuf)
+            .ok_or_else(|| unasked_protobuf(path))
     }
 
     /// The object of a protobuf answer, out of its envelope.
@@ -1096,11 +1105,9 @@ impl<T: Object> Api<T> {
             .await?;
         let max_frame = self.client.inner.config.max_frame_bytes;
         if is_protobuf(&resp) {
+            self.protobuf_decoder(&path)?;
             #[cfg(feature = "protobuf")]
-            if T::protobuf_decoder().is_some() {
-                return Ok(WatchStream::protobuf(resp.into_body(), max_frame));
-            }
-            return Err(unasked_protobuf(&path));
+            return Ok(WatchStream::protobuf(resp.into_body(), max_frame));
         }
         Ok(WatchStream::new(resp.into_body(), max_frame))
     }

@@ -97,7 +97,7 @@ impl LengthFrames {
                 limit: self.max_frame,
             });
         }
-        if self.buf.len() < HEADER + len {
+        if self.buf.len() - HEADER < len {
             return Ok(None);
         }
         self.buf.advance(HEADER);

@@ -21,8 +21,12 @@
 //! are read where they lie and become `SmolStr`s (inline up to 23 bytes) or `String`s, with no
 //! intermediate message structs: a decode allocates what the JSON decode allocates, no more. The
 //! field numbers are those of `k8s.io/api`'s `generated.proto` (stable across versions by
-//! protobuf's rules). A repeated embedded message merges into one, and a repeated scalar keeps its
-//! last value, as protobuf decoders do.
+//! protobuf's rules). A repeated scalar keeps its last value, as protobuf decoders do; a repeated
+//! embedded message (which the apiserver never sends) merges its scalars and lists, its maps not.
+//!
+//! Strings are read as Go's JSON encoder writes them: invalid UTF-8 (which Go's protobuf does not
+//! check, so a protobuf client can store it in an annotation) becomes U+FFFD, as in the JSON;
+//! only the four metadata strings the fifo keys on must be valid, as the apiserver checks them.
 //!
 //! The result equals what the JSON of the same object decodes to (tests compare the two on the
 //! real apiserver's answers). Where Go writes a field to JSON only when it is set but always to
@@ -143,12 +147,17 @@ impl<'a> Value<'a> {
         std::str::from_utf8(self.bytes()?).map_err(|_| "a string that is not UTF-8".to_owned())
     }
 
+    /// The text, invalid UTF-8 replaced by U+FFFD (see the module docs).
+    fn text(self) -> Result<std::borrow::Cow<'a, str>, Failure> {
+        Ok(String::from_utf8_lossy(self.bytes()?))
+    }
+
     fn string(self) -> Result<String, Failure> {
-        self.str().map(str::to_owned)
+        self.text().map(std::borrow::Cow::into_owned)
     }
 
     fn smol(self) -> Result<SmolStr, Failure> {
-        self.str().map(SmolStr::new)
+        self.text().map(SmolStr::new)
     }
 
     fn varint(self) -> Result<u64, Failure> {
@@ -194,12 +203,12 @@ fn push<T: Default>(
 }
 
 /// One entry of a `map<string, string>` (a repeated message `{1: key, 2: value}`).
-fn map_entry<'a>(entries: &mut Vec<(&'a str, &'a str)>, value: Value<'a>) -> Result<(), Failure> {
-    let (mut key, mut val) = ("", "");
+fn map_entry<'a>(entries: &mut Vec<(Text<'a>, Text<'a>)>, value: Value<'a>) -> Result<(), Failure> {
+    let (mut key, mut val) = (Text::Borrowed(""), Text::Borrowed(""));
     for field in fields(value.bytes()?) {
         match field? {
-            (1, v) => key = v.str()?,
-            (2, v) => val = v.str()?,
+            (1, v) => key = v.text()?,
+            (2, v) => val = v.text()?,
             _ => {}
         }
     }
@@ -207,8 +216,11 @@ fn map_entry<'a>(entries: &mut Vec<(&'a str, &'a str)>, value: Value<'a>) -> Res
     Ok(())
 }
 
+/// A string of a message, borrowed unless it needed U+FFFD.
+type Text<'a> = std::borrow::Cow<'a, str>;
+
 /// A map's entries (sorted and deduplicated, the last value of a key kept; Go sends them sorted).
-fn string_map(entries: Vec<(&str, &str)>) -> StringMap {
+fn string_map(entries: Vec<(Text<'_>, Text<'_>)>) -> StringMap {
     if entries.is_empty() {
         return StringMap::new();
     }
@@ -393,7 +405,8 @@ fn status_details(b: &[u8], d: &mut StatusDetails) -> Result<(), Failure> {
             (3, v) => d.kind = v.string()?,
             (6, v) => d.uid = v.string()?,
             (4, v) => push(&mut d.causes, v, status_cause)?,
-            (5, v) => d.retry_after_seconds = u32::try_from(v.i32()?).ok(),
+            // A plain int32 with omitempty in Go: JSON leaves 0 out (and 0 is no wait).
+            (5, v) => d.retry_after_seconds = u32::try_from(v.i32()?).ok().filter(|s| *s != 0),
             _ => {}
         }
     }
@@ -471,16 +484,16 @@ fn owner_reference(b: &[u8], r: &mut OwnerReference) -> Result<(), Failure> {
 }
 
 /// A `metav1.Time` (seconds 1, nanos 2) as its JSON text; `None` for Go's zero time (sent as an
-/// empty message, written to JSON as `null`).
+/// empty message, written to JSON as `null`; the epoch itself is `{1: 0}`).
 fn timestamp(b: &[u8]) -> Result<Option<SmolStr>, Failure> {
+    if b.is_empty() {
+        return Ok(None);
+    }
     let mut seconds = 0i64;
     for field in fields(b) {
         if let (1, v) = field? {
             seconds = v.i64()?;
         }
-    }
-    if seconds == 0 {
-        return Ok(None);
     }
     Ok(Some(super::time::rfc3339_of_seconds(seconds)))
 }
@@ -488,9 +501,13 @@ fn timestamp(b: &[u8]) -> Result<Option<SmolStr>, Failure> {
 /// `managedFields` as the JSON array the apiserver writes for them: each entry's members in Go's
 /// field order (manager 1, operation 2, apiVersion 3, time 4, fieldsType 6, fieldsV1 7 whose raw
 /// JSON is its field 1, subresource 8), empty ones left out; so both wires give equal metadata.
-/// The array is checked as JSON once, whole.
+/// The array is checked as JSON once, whole. One difference is left: Go's encoder escapes `<`,
+/// `>`, `&`, U+2028 and U+2029 (as `\u003c` ...), this writer does not, so an entry holding them
+/// reads the same but is not the same text.
 fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
-    let mut json = Vec::with_capacity(entries.iter().map(|e| e.len() + 64).sum());
+    // The wire's size to start with (an entry's JSON is about as long as its message); grown as
+    // needed, so a message of many tiny entries cannot claim memory it does not bring.
+    let mut json = Vec::with_capacity(entries.iter().map(|e| e.len()).sum());
     json.push(b'[');
     for (i, entry) in entries.iter().enumerate() {
         if i > 0 {
@@ -505,12 +522,13 @@ fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
             json.extend_from_slice(name.as_bytes());
             json.extend_from_slice(b"\":");
         };
-        let (mut strings, mut time, mut fields_v1) = ([""; 5], None, None);
+        let mut strings: [Text<'_>; 5] = Default::default();
+        let (mut time, mut fields_v1) = (None, None);
         for field in fields(entry) {
             match field? {
-                (n @ 1..=3, v) => strings[n as usize - 1] = v.str()?,
+                (n @ 1..=3, v) => strings[n as usize - 1] = v.text()?,
                 (4, v) => time = timestamp(v.bytes()?)?,
-                (6, v) => strings[3] = v.str()?,
+                (6, v) => strings[3] = v.text()?,
                 (7, v) => {
                     for field in fields(v.bytes()?) {
                         if let (1, raw) = field? {
@@ -518,7 +536,7 @@ fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
                         }
                     }
                 }
-                (8, v) => strings[4] = v.str()?,
+                (8, v) => strings[4] = v.text()?,
                 _ => {}
             }
         }
@@ -529,7 +547,7 @@ fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
         for (name, value) in [("manager", 0), ("operation", 1), ("apiVersion", 2)] {
             if !strings[value].is_empty() {
                 member(&mut json, name);
-                string(&mut json, strings[value])?;
+                string(&mut json, &strings[value])?;
             }
         }
         if let Some(time) = &time {
@@ -538,7 +556,7 @@ fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
         }
         if !strings[3].is_empty() {
             member(&mut json, "fieldsType");
-            string(&mut json, strings[3])?;
+            string(&mut json, &strings[3])?;
         }
         if let Some(raw) = fields_v1.filter(|r| !r.is_empty()) {
             member(&mut json, "fieldsV1");
@@ -546,16 +564,14 @@ fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
         }
         if !strings[4].is_empty() {
             member(&mut json, "subresource");
-            string(&mut json, strings[4])?;
+            string(&mut json, &strings[4])?;
         }
         json.push(b'}');
     }
     json.push(b']');
     // An exact-size copy: the estimate above is generous, and shrinking it in place would leave
     // a gap behind every object's metadata in the allocator.
-    let text = std::str::from_utf8(&json)
-        .map_err(|_| "managedFields that are not UTF-8".to_owned())?
-        .to_owned();
+    let text = String::from_utf8_lossy(&json).into_owned();
     let raw = serde_json::value::RawValue::from_string(text)
         .map_err(|e| format!("managedFields whose fieldsV1 is not JSON: {e}"))?;
     Ok(RawJson::from_raw(raw))
@@ -987,5 +1003,80 @@ impl FromProtobuf for Node {
         node.status.conditions.shrink_to_fit();
         node.status.addresses.shrink_to_fit();
         Ok(node)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::encoding::{encode_key, encode_varint};
+
+    /// A message of length-delimited fields.
+    fn message(fields: &[(u32, &[u8])]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (number, bytes) in fields {
+            encode_key(*number, WireType::LengthDelimited, &mut out);
+            encode_varint(bytes.len() as u64, &mut out);
+            out.extend_from_slice(bytes);
+        }
+        out
+    }
+
+    /// A message of one varint field.
+    fn varint(number: u32, value: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_key(number, WireType::Varint, &mut out);
+        encode_varint(value, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_status_with_details_but_no_retry_after_asks_for_no_wait() {
+        let cause = message(&[(1, b"FieldValueInvalid")]);
+        let details = [message(&[(1, b"x"), (4, &cause)]), varint(5, 0)].concat();
+        let status = [message(&[(2, b"Failure"), (5, &details)]), varint(6, 500)].concat();
+        let status = super::status(&status).unwrap();
+        assert_eq!((status.code, status.retry_after_seconds()), (500, None));
+        assert_eq!(status.causes()[0].reason, "FieldValueInvalid");
+        let details = [message(&[(1, b"x")]), varint(5, 7)].concat();
+        let status = super::status(&message(&[(5, &details)])).unwrap();
+        assert_eq!(status.retry_after_seconds(), Some(7));
+    }
+
+    #[test]
+    fn invalid_utf8_outside_the_key_reads_as_go_writes_it_to_json() {
+        let annotation = message(&[(1, b"note"), (2, b"a\xffb")]);
+        let meta = message(&[(1, b"cm"), (3, b"ns"), (12, &annotation)]);
+        let cm = ConfigMap::from_protobuf(&message(&[(1, &meta)])).unwrap();
+        assert_eq!(cm.metadata.annotations.get("note"), Some("a\u{fffd}b"));
+        // The metadata strings the fifo keys on must be valid.
+        let meta = message(&[(1, b"c\xffm")]);
+        assert!(metadata_ranges(&message(&[(1, &meta)])).is_err());
+    }
+
+    #[test]
+    fn the_zero_time_is_absent_and_the_epoch_is_a_time() {
+        assert_eq!(timestamp(&[]).unwrap(), None);
+        assert_eq!(
+            timestamp(&varint(1, 0)).unwrap().as_deref(),
+            Some("1970-01-01T00:00:00Z")
+        );
+        let meta = message(&[(1, b"p"), (8, &varint(1, 1_709_210_096)), (9, &[])]);
+        let pod = Pod::from_protobuf(&message(&[(1, &meta)])).unwrap();
+        assert_eq!(
+            pod.metadata.creation_timestamp.as_deref(),
+            Some("2024-02-29T12:34:56Z")
+        );
+        assert_eq!(pod.metadata.deletion_timestamp, None);
+    }
+
+    #[test]
+    fn many_empty_managed_fields_entries_cost_what_they_bring() {
+        let entries: Vec<u8> = (0..100_000).flat_map(|_| message(&[(17, b"")])).collect();
+        let meta = [message(&[(1, b"p")]), entries].concat();
+        let pod = Pod::from_protobuf(&message(&[(1, &meta)])).unwrap();
+        let json = pod.metadata.managed_fields.unwrap();
+        // `{}` and a comma an entry: no more than the message's 3 bytes an entry.
+        assert_eq!(json.get().len(), 3 * 100_000 - 1 + 2);
     }
 }

@@ -222,7 +222,8 @@ impl<T: Object> EventDecoder<T> {
         }
     }
 
-    /// The next value framed but not decoded (for callers that decode themselves).
+    /// The next value framed but not decoded (for callers that decode themselves): a JSON value,
+    /// or on a protobuf stream a `WatchEvent` message.
     pub fn next_frame(&mut self) -> Result<Option<Frame>> {
         #[cfg(feature = "protobuf")]
         if let Some(frames) = &mut self.protobuf {

@@ -98,7 +98,9 @@ where
         .await
     }
 
-    /// The next raw frame, undecoded (for callers that decode themselves).
+    /// The next raw frame, undecoded (for callers that decode themselves): a JSON value, or on a
+    /// protobuf stream (what `Api::watch` of a built-in kind gets, unless
+    /// [`Config::protobuf`](crate::Config::protobuf) is off) a `WatchEvent` message.
     pub async fn next_frame(&mut self) -> Option<Result<Frame>> {
         self.pull(EventDecoder::next_frame, EventDecoder::finish_frame)
             .await

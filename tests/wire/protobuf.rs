@@ -4,7 +4,7 @@
 
 use crate::support::raw_server::{Body, RawServer, Reply, capture};
 use informer::client::WatchEvent;
-use informer::{Api, Config, Endpoints, Error, ListParams, WatchParams};
+use informer::{Api, Config, Endpoints, Error, ListParams, Resource, WatchParams};
 use std::time::Duration;
 
 const LIST: &str = "wire/real-1.20-list-endpoints-protobuf.http";
@@ -130,6 +130,24 @@ async fn real_protobuf_lists_and_watches_decode_in_any_chunking() {
             "{requests}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_typed_kind_read_as_another_resource_refuses_protobuf_it_did_not_ask_for() {
+    let server = server(0).await;
+    // A view built `*_with` reads JSON (its field numbers could be another version's): a
+    // protobuf answer is an error, never a silent misreading.
+    let api: Api<Endpoints> =
+        Api::namespaced_with(server.client(), "default", Endpoints::api_resource());
+    match api.list(&ListParams::default()).await {
+        Err(Error::Protocol(message)) => assert!(message.contains("protobuf"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!requests(&server).contains("protobuf"));
+    assert!(matches!(
+        api.watch(&WatchParams::default()).await,
+        Err(Error::Protocol(_))
+    ));
 }
 
 #[tokio::test]
