@@ -742,7 +742,7 @@ async fn error_from_response(resp: Response<ResponseBody>, stall: Duration) -> E
 fn protobuf_status(body: &[u8]) -> Option<Status> {
     use crate::model::protobuf as pb;
     let opened = pb::open(Bytes::copy_from_slice(body)).ok()?;
-    (opened.kind == "Status")
+    (opened.kind() == "Status")
         .then(|| pb::status(&opened.object).ok())
         .flatten()
 }
@@ -1051,10 +1051,10 @@ impl<T: Object> Api<T> {
         let decode = self.protobuf_decoder(&path)?;
         let opened = self.open_protobuf(bytes, &path)?;
         let expected = format!("{}List", self.resource.kind);
-        if !opened.kind.is_empty() && opened.kind != expected && opened.kind != "List" {
+        let kind = opened.kind();
+        if !kind.is_empty() && kind != expected && kind != "List" {
             return Err(Error::Protocol(format!(
-                "GET {path} answered 200 with a {:?}, not a {expected}",
-                opened.kind
+                "GET {path} answered 200 with a {kind:?}, not a {expected}"
             )));
         }
         let (metadata, items) = crate::model::protobuf::list(&opened.object, decode)

@@ -245,10 +245,18 @@ fn exact<T>(mut v: Vec<T>) -> Vec<T> {
 /// An object out of its envelope.
 #[derive(Debug)]
 pub(crate) struct Opened {
-    /// The object's `kind` (empty if the envelope named none).
-    pub kind: String,
+    /// The object's `kind` (empty if the envelope named none), a slice of the body: no
+    /// allocation per watch event.
+    kind: Bytes,
     /// The object's message, a slice of the bytes the envelope was in.
     pub object: Bytes,
+}
+
+impl Opened {
+    /// The object's `kind`; empty if the envelope named none or not in UTF-8.
+    pub(crate) fn kind(&self) -> &str {
+        std::str::from_utf8(&self.kind).unwrap_or_default()
+    }
 }
 
 /// Opens a protobuf body: checks the magic and reads the `runtime.Unknown` after it (field 1 its
@@ -258,7 +266,7 @@ pub(crate) fn open(body: Bytes) -> Result<Opened, Failure> {
         return Err("a protobuf body that does not start with k8s\\0".into());
     };
     let mut opened = Opened {
-        kind: String::new(),
+        kind: Bytes::new(),
         object: Bytes::new(),
     };
     for field in fields(envelope) {
@@ -266,7 +274,7 @@ pub(crate) fn open(body: Bytes) -> Result<Opened, Failure> {
             (1, v) => {
                 for field in fields(v.bytes()?) {
                     if let (2, kind) = field? {
-                        opened.kind = kind.string()?;
+                        opened.kind = body.slice_ref(kind.bytes()?);
                     }
                 }
             }
@@ -290,12 +298,12 @@ pub(crate) fn open(body: Bytes) -> Result<Opened, Failure> {
 }
 
 /// A `metav1.WatchEvent`'s type (field 1) and its object's body (field 2, a `RawExtension` whose
-/// field 1 is `k8s\0` and an envelope), a slice of `frame`.
-pub(crate) fn watch_event(frame: &Bytes) -> Result<(String, Bytes), Failure> {
-    let (mut ty, mut body) = (String::new(), Bytes::new());
+/// field 1 is `k8s\0` and an envelope), both slices of `frame` (no allocation per event).
+pub(crate) fn watch_event(frame: &Bytes) -> Result<(&[u8], Bytes), Failure> {
+    let (mut ty, mut body): (&[u8], Bytes) = (&[], Bytes::new());
     for field in fields(frame) {
         match field? {
-            (1, v) => ty = v.string()?,
+            (1, v) => ty = v.bytes()?,
             (2, v) => {
                 for field in fields(v.bytes()?) {
                     if let (1, raw) = field? {

@@ -26,16 +26,18 @@ pub(super) fn event<T: Object>(frame: &Frame) -> Result<RawEvent<T>> {
     };
     let (ty, body) = pb::watch_event(&frame.bytes)
         .map_err(|e| fail(format!("a protobuf watch event that does not decode: {e}")))?;
-    let ty = match ty.as_str() {
-        "ADDED" => EventType::Added,
-        "MODIFIED" => EventType::Modified,
-        "DELETED" => EventType::Deleted,
-        "BOOKMARK" => EventType::Bookmark,
-        "ERROR" => EventType::Error,
-        other => return Err(fail(format!("a watch event of unknown type {other:?}"))),
+    let ty = match ty {
+        b"ADDED" => EventType::Added,
+        b"MODIFIED" => EventType::Modified,
+        b"DELETED" => EventType::Deleted,
+        b"BOOKMARK" => EventType::Bookmark,
+        b"ERROR" => EventType::Error,
+        other => {
+            let other = String::from_utf8_lossy(other);
+            return Err(fail(format!("a watch event of unknown type {other:?}")));
+        }
     };
     let opened = pb::open(body).map_err(&fail)?;
-    let object = opened.object;
     match ty {
         EventType::Added | EventType::Modified | EventType::Deleted => {
             if T::protobuf_decoder().is_none() {
@@ -43,26 +45,26 @@ pub(super) fn event<T: Object>(frame: &Frame) -> Result<RawEvent<T>> {
                     "the server sent protobuf for a type that has no protobuf decoder".into(),
                 ));
             }
-            let ranges = pb::metadata_ranges(&object).map_err(&fail)?;
-            let offset = frame.offset + position(&frame.bytes, &object);
-            protobuf_raw_event(ty, object, offset, ranges)
+            let ranges = pb::metadata_ranges(&opened.object).map_err(&fail)?;
+            let offset = frame.offset + position(&frame.bytes, &opened.object);
+            protobuf_raw_event(ty, opened.object, offset, ranges)
                 .ok_or_else(|| fail("an object too large to index".into()))
         }
         EventType::Bookmark => {
-            let (resource_version, annotations) = pb::bookmark(&object).map_err(&fail)?;
+            let (resource_version, annotations) = pb::bookmark(&opened.object).map_err(&fail)?;
             Ok(RawEvent::Decoded(WatchEvent::Bookmark(Bookmark {
                 resource_version,
                 annotations: annotations.into(),
             })))
         }
         EventType::Error => {
-            if opened.kind != "Status" {
+            if opened.kind() != "Status" {
                 return Err(fail(format!(
                     "an ERROR event whose object is a {:?}, not a Status",
-                    opened.kind
+                    opened.kind()
                 )));
             }
-            let status = pb::status(&object).map_err(&fail)?;
+            let status = pb::status(&opened.object).map_err(&fail)?;
             Ok(RawEvent::Decoded(WatchEvent::Error(status)))
         }
     }
