@@ -9,7 +9,7 @@ use loom::sync::atomic::Ordering;
 use std::sync::atomic::Ordering;
 
 use super::delta::{DeletedObject, Delta};
-use super::pending::{Change, Pending};
+use super::pending::{Change, Held, Pending};
 use super::{Input, Shared};
 use crate::error::Error;
 use crate::model::Object;
@@ -64,6 +64,11 @@ pub struct FifoConsumer<T> {
     held: Option<Input<T>>,
     /// A `Popped` is alive: counted in the published depth until it is dropped.
     handed_out: bool,
+    /// A relist after the first is being taken in (its first page has come): nothing is handed
+    /// out until it ends, so that its changes reach the store at once ("Atomic relists").
+    relist_held: bool,
+    /// That relist has ended: the next pop hands out every pending key at once.
+    relist_out: bool,
 }
 
 /// A popped key: its one or two deltas, in order. Dropping it marks it processed (for
@@ -71,7 +76,9 @@ pub struct FifoConsumer<T> {
 /// handlers first.
 ///
 /// A pop with no deltas (and an empty key) only reports that the store is caught up with a
-/// bookmark: see [`caught_up_resource_version`](Self::caught_up_resource_version).
+/// bookmark: see [`caught_up_resource_version`](Self::caught_up_resource_version). The changes
+/// of a relist after the first come out as one pop of every key ([`is_relist`](Self::is_relist)),
+/// to be applied to the store at once.
 ///
 /// ```
 /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Writer};
@@ -92,11 +99,13 @@ pub struct Popped<'a, T: Object> {
     caught_up: Option<String>,
 }
 
-/// The deltas of a pop, inline (a pop allocates nothing).
+/// The deltas of a pop, inline (a pop of one key allocates nothing).
 enum PoppedDeltas<T> {
     None,
     One([Delta<T>; 1]),
     Two([Delta<T>; 2]),
+    /// Every change of a relist after the first, key after key.
+    Relist(Vec<Delta<T>>),
 }
 
 impl<T: Object> Popped<'_, T> {
@@ -126,7 +135,36 @@ impl<T: Object> Popped<'_, T> {
             PoppedDeltas::None => &[],
             PoppedDeltas::One(d) => d,
             PoppedDeltas::Two(d) => d,
+            PoppedDeltas::Relist(d) => d,
         }
+    }
+
+    /// Whether this pop holds every change of a relist after the first (its key is empty): apply
+    /// them to the store at once ([`Writer::apply_all`](crate::store::Writer::apply_all)), so that
+    /// no reader sees part of the old state beside part of the new, then notify.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{Delta, DeltaFifo}, store::Writer};
+    /// # fn pod(name: &str, rv: &str) -> Arc<Pod> { let mut p = Pod::default(); (p.metadata.name, p.metadata.resource_version) = (name.into(), rv.into()); Arc::new(p) }
+    /// let store = Arc::new(Writer::<Pod>::new());
+    /// let (fifo, mut consumer) = DeltaFifo::new(store.clone());
+    /// for (page, rv) in [(vec![pod("a", "1")], "1"), (vec![pod("b", "2")], "2")] {
+    ///     fifo.begin_relist();
+    ///     fifo.relist_page_now(page);
+    ///     fifo.end_relist();
+    ///     fifo.bookmark(rv);
+    ///     while let Some(popped) = consumer.try_pop() {
+    ///         if popped.is_relist() {
+    ///             store.apply_all(popped.deltas());
+    ///         } else {
+    ///             popped.deltas().iter().for_each(|d| drop(store.apply(d)));
+    ///         }
+    ///     }
+    /// }
+    /// assert_eq!(store.keys(), ["b"]); // "a" went with "b" came, in one step
+    /// ```
+    pub fn is_relist(&self) -> bool {
+        matches!(self.deltas, PoppedDeltas::Relist(_))
     }
 
     /// Whether this key is part of the first complete list (handlers' `on_add(obj, true)`).
@@ -199,6 +237,8 @@ impl<T: Object> FifoConsumer<T> {
             decode_failed_since_relist: false,
             held: None,
             handed_out: false,
+            relist_held: false,
+            relist_out: false,
         }
     }
 }
@@ -211,15 +251,19 @@ impl<T: Object> FifoConsumer<T> {
         let known = &*self.shared.known;
         let mut n = 0;
         let mut took_held = false;
-        let (limit, byte_limit) = if self.pending.len() == 0 {
+        let (limit, byte_limit) = if self.pending.len() == 0 || self.relist_held {
             (DRAIN_BATCH, usize::MAX)
         } else {
             (DRAIN_WHILE_PENDING, DRAIN_BYTES_WHILE_PENDING)
         };
         let mut bytes = 0;
         // Past the budget of undecoded bytes held pending, what the producer sends stays in the
-        // inbox (and the async producer waits): see "Back-pressure".
-        while n < limit && bytes < byte_limit && self.pending.raw_bytes() < PENDING_RAW_BYTES {
+        // inbox (and the async producer waits): see "Back-pressure". Not while a relist is held:
+        // only its end lets pops go on, and its objects are decoded as they come (below).
+        while n < limit
+            && bytes < byte_limit
+            && (self.relist_held || self.pending.raw_bytes() < PENDING_RAW_BYTES)
+        {
             let input = match self.held.take() {
                 Some(input) => {
                     took_held = true;
@@ -259,16 +303,29 @@ impl<T: Object> FifoConsumer<T> {
                 }
                 Input::BeginRelist => self.pending.begin_relist(known),
                 Input::Page(items, _) => {
+                    // A relist after the first holds every pop from its first page to its end.
+                    self.relist_held |= self.pending.first_list_done;
                     for mut obj in items {
                         bytes += obj.raw_bytes();
+                        // Held until the relist ends anyway: decoded now, so that what the
+                        // relist holds is objects, not their JSON as well. One that does not
+                        // decode stays raw and is reported when it is handed out.
+                        if self.relist_held && self.decode_listed(&mut obj) {
+                            // Taken in raw all the same (`listed` counts those still raw).
+                            self.pending.counters.raw_received += 1;
+                        }
                         obj.own_bytes();
                         self.pending.listed(obj, known);
                     }
                 }
                 Input::EndRelist => {
+                    let after_first = self.pending.first_list_done;
                     self.pending.end_relist(known);
                     // The relist put every key the failed decode may have missed right.
                     self.decode_failed_since_relist = false;
+                    // Its changes (and whatever was pending) go out in one pop.
+                    self.relist_out |= after_first;
+                    self.relist_held = false;
                 }
                 // Everything pushed before `close` was pushed before this marker: drained already.
                 Input::Close => self.closed = true,
@@ -317,14 +374,51 @@ impl<T: Object> FifoConsumer<T> {
         self.ready()
     }
 
-    /// Whether `take` has something to hand out: a pending key, or an unreported bookmark.
+    /// Whether `take` has something to hand out: a pending key, or an unreported bookmark; nothing
+    /// while a relist is held.
     fn ready(&self) -> bool {
-        self.pending.len() > 0 || (self.bookmark_unreported && !self.pending.relist_running())
+        !self.relist_held
+            && (self.pending.len() > 0
+                || (self.bookmark_unreported && !self.pending.relist_running()))
+    }
+
+    /// A listed object of a held relist, decoded if it is raw (see `drain`); whether it was.
+    fn decode_listed(&self, obj: &mut Held<T>) -> bool {
+        let Held::Raw(raw) = obj else { return false };
+        let Ok(decoded) = self.shared.decode(raw) else {
+            return false;
+        };
+        // Relaxed: a counter, single writer.
+        self.shared.decoded.fetch_add(1, Ordering::Relaxed);
+        *obj = Held::Decoded(decoded);
+        true
+    }
+
+    /// Every pending key's deltas, key after key, for the pop that ends a held relist.
+    fn take_all(&mut self) -> PoppedDeltas<T> {
+        let mut deltas = Vec::with_capacity(self.pending.len());
+        while let Some((_, entry)) = self.pending.pop_front() {
+            // The first list is out before a relist is taken in ("First sync").
+            debug_assert!(!entry.initial);
+            deltas.extend(self.resolve(entry.first));
+            deltas.extend(entry.second.and_then(|c| self.resolve(*c)));
+        }
+        PoppedDeltas::Relist(deltas)
     }
 
     fn take(&mut self) -> Option<Popped<'_, T>> {
+        if self.relist_held {
+            return None;
+        }
         self.pops_since_drain += 1;
-        let (key, deltas, initial) = match self.pending.pop_front() {
+        let relist_out = std::mem::take(&mut self.relist_out) && self.pending.len() > 0;
+        let popped = if relist_out {
+            None
+        } else {
+            self.pending.pop_front()
+        };
+        let (key, deltas, initial) = match popped {
+            _ if relist_out => (Arc::from(""), self.take_all(), false),
             Some((key, entry)) => {
                 let first = self.resolve(entry.first);
                 let second = entry.second.and_then(|c| self.resolve(*c));
@@ -401,7 +495,7 @@ impl<T: Object> FifoConsumer<T> {
     /// Drains the inbox if nothing is pending or [`POPS_PER_DRAIN`] pops went by since the last
     /// drain.
     fn drain_if_due(&mut self) {
-        if self.pending.len() == 0 || self.pops_since_drain >= POPS_PER_DRAIN {
+        if self.pending.len() == 0 || self.pops_since_drain >= POPS_PER_DRAIN || self.relist_held {
             self.pops_since_drain = 0;
             self.drain();
         }

@@ -30,6 +30,13 @@
 //!   list never coalesces into them, and comes after the sync as its own delta (client-go's
 //!   handlers, too, see each listed object before the events behind it). Those inputs wait in the
 //!   inbox, where the capacity bounds them.
+//! - **Atomic relists:** a relist after the first holds every pop from its first page to its
+//!   end, then hands out everything pending (what was pending before it, its changes and its
+//!   tombstones) in one pop ([`Popped::is_relist`]), for the store to apply at once
+//!   ([`Writer::apply_all`](crate::store::Writer::apply_all)): no reader sees half of the old
+//!   state and half of the new (docs/informer-design.md §4). Its listed objects are decoded as
+//!   they are drained, so the objects it holds are not kept as JSON too, and the budget of
+//!   undecoded bytes does not stop its intake. The first list goes out key by key.
 //! - [`Popped::caught_up_resource_version`] says when the store, once the popped deltas are applied,
 //!   is exactly the server's state at a resourceVersion (nothing else pending, no relist running);
 //!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.
@@ -96,7 +103,9 @@
 //!   since the last drain and at most 512 KiB of raw JSON, so pops go on under a flood while a
 //!   lagging consumer still merges many events per key it hands out.
 //! - Undecoded JSON held by pending keys: 16 MiB ([`FifoMetrics::pending_raw_bytes`]); at or past
-//!   it the consumer takes no more input until pops bring it under.
+//!   it the consumer takes no more input until pops bring it under (except while a relist is
+//!   held, whose objects are decoded as they come).
+//! - A held relist: O(keys it changes), decoded, until it ends.
 //! - The producer decodes at most 8 MiB of a list's JSON (see above).
 //!
 //! These numbers are private tuning constants, not API; how they were chosen, with the

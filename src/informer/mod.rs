@@ -7,7 +7,10 @@
 //! ```
 //!
 //! The processor pops coalesced deltas, applies them to the [`Store`] and queues a notification for
-//! every handler; it never waits for a handler. Handlers run on the client's handler pool
+//! every handler; it never waits for a handler. A relist after the first reaches the store in one
+//! step ([`Popped::is_relist`](crate::fifo::Popped::is_relist)): no reader sees part of the old
+//! state beside part of the new, and handlers hear of its changes once the store holds all of
+//! them (client-go 1.36's atomic relists). Handlers run on the client's handler pool
 //! ([`Config::handler_threads`](crate::Config::handler_threads) threads shared by every informer
 //! built on the client), one notification at a time each, in order. So a process with N informers
 //! and H handlers each runs the runtime's workers plus the pool's threads, whatever N and H.
@@ -583,11 +586,24 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
         let initial = popped.in_initial_list();
         {
             let handlers = shared.handlers.read().unwrap();
-            for delta in popped.deltas() {
-                notifications.extend(apply(&shared.store, delta, initial, !handlers.is_empty()));
-                // Relaxed: a counter for metrics only.
-                shared.applied.fetch_add(1, Ordering::Relaxed);
+            let notify = !handlers.is_empty();
+            if popped.is_relist() {
+                // The store goes from before the relist to after it in one step, then handlers
+                // hear of each change (client-go's atomic Replace).
+                let olds = shared.store.apply_all(popped.deltas());
+                for (delta, old) in popped.deltas().iter().zip(olds) {
+                    notifications.extend(notify.then(|| notification(delta, old, initial)));
+                }
+            } else {
+                for delta in popped.deltas() {
+                    let old = shared.store.apply(delta);
+                    notifications.extend(notify.then(|| notification(delta, old, initial)));
+                }
             }
+            // Relaxed: a counter for metrics only.
+            shared
+                .applied
+                .fetch_add(popped.deltas().len() as u64, Ordering::Relaxed);
             // Submitted to the pool at the next iteration's flush, or once enough wait
             // (`Slot::notify`). Every handler but the last gets copies; the last, the originals.
             if let Some((last, others)) = handlers.split_last() {
@@ -627,20 +643,14 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
     }
 }
 
-/// Applies one delta to the store; returns its key and the notification handlers get for it,
-/// if there are handlers (`notify`): without them, no key is built and no reference taken.
-fn apply<T: Object>(
-    store: &Store<T>,
+/// The notification handlers get for `delta`, which replaced `old` in the store, with its key.
+fn notification<T: Object>(
     delta: &Delta<T>,
+    old: Option<Arc<T>>,
     initial: bool,
-    notify: bool,
-) -> Option<(String, Notification<T>)> {
+) -> (String, Notification<T>) {
     match delta {
         Delta::Added(obj) | Delta::Modified(obj) => {
-            let old = store.insert(obj.clone());
-            if !notify {
-                return None;
-            }
             let notification = match old {
                 Some(old) => Notification::Update {
                     old,
@@ -651,13 +661,9 @@ fn apply<T: Object>(
                     initial,
                 },
             };
-            Some((obj.meta().key(), notification))
+            (obj.meta().key(), notification)
         }
-        Delta::Deleted(d) => {
-            let key = d.key();
-            store.remove(&key);
-            notify.then(|| (key, Notification::Delete(d.clone())))
-        }
+        Delta::Deleted(d) => (d.key(), Notification::Delete(d.clone())),
     }
 }
 

@@ -45,9 +45,14 @@
 //! takes one of the two locks, so it sees a write whole or not at all; and reads never go back in
 //! time: once a `get` saw a write, the writer already holds the index lock, so a later index read
 //! waits for the index update; once an index read saw it, the write is complete. Concurrent writers
-//! are serialised by the index lock, so map and indexes apply them in the same order. Reads that
-//! take several shard locks (`list`, `keys`) see each shard at a possibly different moment, like any
-//! iteration over a concurrent map.
+//! are serialised by the index lock, so map and indexes apply them in the same order. Reads of the
+//! whole store (`list`, `keys`, `list_selected`) read-lock every shard, in order, before they read
+//! any, so each sees one moment of the store.
+//!
+//! A batch ([`Writer::apply_all`], what an informer does with a relist) takes the index lock, then
+//! every shard's write lock in the same order, changes the maps, releases the shards and updates
+//! the indexes: a `get` waits for it and sees all of it, a whole-store read sees it whole or not at
+//! all, and index reads wait for the index lock. So no reader sees half of a relist.
 
 mod key;
 mod selector;
@@ -62,7 +67,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 use crate::error::panic_message;
-use crate::fifo::{Delta, KnownObjects};
+use crate::fifo::{DeletedObject, Delta, KnownObjects};
 use crate::key_hash::{KeyHasher, hash_parts};
 use crate::model::Object;
 use key::{StoreKey, split_key};
@@ -197,11 +202,22 @@ impl<T: Object> Store<T> {
 
     /// The key's hash and its shard.
     fn locate(&self, namespace: &str, name: &str) -> (u64, &Shard<T>) {
+        let (hash, shard) = self.locate_index(namespace, name);
+        (hash, &self.shards[shard].0)
+    }
+
+    /// The key's hash and the index of its shard.
+    fn locate_index(&self, namespace: &str, name: &str) -> (u64, usize) {
         let hash = hash_parts(&self.hasher, namespace, name);
         // hashbrown uses the low bits for the bucket and the top 7 for its tag byte; bits 32.. are
         // independent of both for any table under 2^32 buckets.
-        let shard = &self.shards[(hash >> 32) as usize & (SHARDS - 1)].0;
-        (hash, shard)
+        (hash, (hash >> 32) as usize & (SHARDS - 1))
+    }
+
+    /// Every shard, read-locked in order: a snapshot no write can land in the middle of. Writers
+    /// that take several shards ([`apply_all`](Self::apply_all)) take them in the same order.
+    fn read_all(&self) -> Vec<RwLockReadGuard<'_, shard::ShardMap<T>>> {
+        self.shards.iter().map(|s| s.0.read()).collect()
     }
 
     /// The object `namespace/name` (`namespace` empty for cluster-scoped), borrowed: read it
@@ -263,8 +279,8 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn list(&self) -> Vec<Arc<T>> {
         let mut out = Vec::with_capacity(self.len());
-        for s in self.shards.iter() {
-            out.extend(s.0.read().table().iter().map(|(_, o)| o.clone()));
+        for shard in self.read_all() {
+            out.extend(shard.table().iter().map(|(_, o)| o.clone()));
         }
         out
     }
@@ -276,13 +292,8 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn keys(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.len());
-        for s in self.shards.iter() {
-            out.extend(
-                s.0.read()
-                    .table()
-                    .iter()
-                    .map(|(k, _)| k.as_str().to_owned()),
-            );
+        for shard in self.read_all() {
+            out.extend(shard.table().iter().map(|(k, _)| k.as_str().to_owned()));
         }
         out
     }
@@ -311,8 +322,7 @@ impl<T: Object> Store<T> {
     /// ```
     pub fn list_selected(&self, selector: &LabelSelector) -> Vec<Arc<T>> {
         let mut out = Vec::new();
-        for s in self.shards.iter() {
-            let shard = s.0.read();
+        for shard in self.read_all() {
             let selected = shard
                 .table()
                 .iter()
@@ -329,8 +339,8 @@ impl<T: Object> Store<T> {
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
         // Readers of this shard need not wait for the index work (see "Consistency"): the shard
-        // is unlocked when `upsert` returns.
-        let (key, old) = shard.upsert(hash, namespace, name, &obj, |k| {
+        // is unlocked at the end of this statement.
+        let (key, old) = shard.write().upsert(hash, namespace, name, &obj, |k| {
             hash_parts(&self.hasher, k.namespace(), k.name())
         });
         if old.is_none() {
@@ -351,7 +361,7 @@ impl<T: Object> Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
-        let (k, old) = shard.remove(hash, namespace, name)?;
+        let (k, old) = shard.write().remove(hash, namespace, name)?;
         // Relaxed: see `len`.
         self.len.0.fetch_sub(1, Ordering::Relaxed);
         let mut caught = Vec::new();
@@ -419,13 +429,13 @@ impl<T: Object> Store<T> {
         }
     }
 
-    /// Makes the store hold exactly `items` (a complete list), for callers that do not go through the
-    /// [`DeltaFifo`](crate::fifo::DeltaFifo) (whose relist produces deltas instead). Objects whose key
-    /// and resourceVersion are unchanged keep the stored `Arc`. Returns the removed objects. Each
-    /// object is inserted or removed by itself, so concurrent readers may see a mix of old and new
-    /// state while it runs.
+    /// Makes the store hold exactly `items` (a complete list), all at once (see
+    /// [`apply_all`](Self::apply_all)), for callers that do not go through the
+    /// [`DeltaFifo`](crate::fifo::DeltaFifo). Objects whose key and resourceVersion are unchanged
+    /// keep the stored `Arc`. Returns the removed objects.
     pub(crate) fn replace(&self, items: impl IntoIterator<Item = Arc<T>>) -> Vec<Arc<T>> {
         let mut listed = std::collections::HashSet::new();
+        let mut deltas = Vec::new();
         for item in items {
             let meta = item.meta();
             listed.insert(meta.key());
@@ -434,15 +444,17 @@ impl<T: Object> Store<T> {
                     && s.meta().resource_version() == meta.resource_version()
             });
             if !unchanged {
-                self.insert(item);
+                deltas.push(Delta::Modified(item));
             }
         }
-        let gone: Vec<String> = self
-            .keys()
-            .into_iter()
-            .filter(|k| !listed.contains(k))
-            .collect();
-        gone.iter().filter_map(|k| self.remove(k)).collect()
+        let listed_changes = deltas.len();
+        for key in self.keys().into_iter().filter(|k| !listed.contains(k)) {
+            if let Some(last_known) = self.get_by_key(&key) {
+                deltas.push(Delta::Deleted(DeletedObject::Tombstone { key, last_known }));
+            }
+        }
+        let olds = self.apply_all(&deltas);
+        olds.into_iter().skip(listed_changes).flatten().collect()
     }
 
     /// Applies a popped delta: `Added`/`Modified` insert, `Deleted` removes the key. Returns the
@@ -452,6 +464,61 @@ impl<T: Object> Store<T> {
             Delta::Added(o) | Delta::Modified(o) => self.insert(o.clone()),
             Delta::Deleted(d) => self.remove(&d.key()),
         }
+    }
+
+    /// Applies `deltas` in order, all at once: no reader sees some of them and not others. Every
+    /// shard is write-locked (in order, under the index lock) while the maps change, so a
+    /// [`get`](Self::get) waits for the batch and sees all of it, a [`list`](Self::list) (which
+    /// read-locks every shard first) sees the store before or after, and index reads wait for the
+    /// index lock, held until the indexes are done. Returns, for each delta, the object the store
+    /// held before it.
+    pub(crate) fn apply_all(&self, deltas: &[Delta<T>]) -> Vec<Option<Arc<T>>> {
+        let mut indexes = write(&self.indexes.0);
+        let mut shards: Vec<_> = self.shards.iter().map(|s| s.0.write()).collect();
+        // (key, old, new) of each change, for the indexes.
+        let mut changes = Vec::with_capacity(deltas.len());
+        for delta in deltas {
+            match delta {
+                Delta::Added(obj) | Delta::Modified(obj) => {
+                    let meta = obj.meta();
+                    let (namespace, name) = (meta.namespace(), meta.name());
+                    let (hash, shard) = self.locate_index(namespace, name);
+                    let (key, old) = shards[shard].upsert(hash, namespace, name, obj, |k| {
+                        hash_parts(&self.hasher, k.namespace(), k.name())
+                    });
+                    if old.is_none() {
+                        // Relaxed: see `len`; the index write lock orders the updates.
+                        self.len.0.fetch_add(1, Ordering::Relaxed);
+                    }
+                    changes.push((Some(key), old, Some(obj)));
+                }
+                Delta::Deleted(d) => {
+                    let key = d.key();
+                    let (namespace, name) = split_key(&key);
+                    let (hash, shard) = self.locate_index(namespace, name);
+                    match shards[shard].remove(hash, namespace, name) {
+                        Some((key, old)) => {
+                            // Relaxed: see `len`.
+                            self.len.0.fetch_sub(1, Ordering::Relaxed);
+                            changes.push((Some(key), Some(old), None));
+                        }
+                        None => changes.push((None, None, None)),
+                    }
+                }
+            }
+        }
+        // Every change is in: readers may go on, while the indexes catch up under their lock.
+        drop(shards);
+        let mut caught = Vec::new();
+        for (key, old, new) in &changes {
+            let Some(key) = key else { continue };
+            for (name, index) in indexes.iter_mut() {
+                update_index(index, name, key, old.as_deref(), *new, &mut caught);
+            }
+        }
+        drop(indexes);
+        self.report_index_panics(caught);
+        changes.into_iter().map(|(_, old, _)| old).collect()
     }
 
     /// Adds a named index and indexes every stored object with it (allowed while running, I8).

@@ -13,8 +13,8 @@
 //!   *before* it releases the lock, then keeps a pointer into the `Arc` the table holds. Dropping
 //!   the [`Ref`] decrements `pins`.
 //! - **Retire.** A writer that removes or replaces an object reads `pins` while it holds the write
-//!   lock (`Shard::retire_and_unlock`; the table is private to this module, and its two writers,
-//!   `upsert` and `remove`, both end there). Zero: no `Ref` exists, and none can be made before
+//!   lock (`ShardWriter::retire`; the table is private to this module, and only a [`ShardWriter`]
+//!   changes it, through `upsert` and `remove`, which both retire what they take out). Zero: no `Ref` exists, and none can be made before
 //!   the writer unlocks, so the shard need keep nothing. Otherwise a `Ref` may point at the old
 //!   object, and the shard keeps a clone of its `Arc` in `retired`.
 //! - **Release.** `retired` is emptied at a moment when `pins` is zero under the write lock: at the
@@ -67,8 +67,7 @@ use super::key::StoreKey;
 use hashbrown::HashTable;
 
 /// A shard's table and the objects it removed while a [`Ref`] might point at them. Only this
-/// module changes the table (`upsert`, `remove`), so every object that leaves it goes through
-/// `retire_and_unlock`: the module's invariant is kept here and nowhere else.
+/// module changes the table, through a [`ShardWriter`].
 pub(super) struct ShardMap<T> {
     table: HashTable<(StoreKey, Arc<T>)>,
     retired: Vec<Arc<T>>,
@@ -111,49 +110,6 @@ impl<T> Shard<T> {
         self.map.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Inserts `obj` under `namespace/name` (whose hash is `hash`), or replaces the object there.
-    /// Returns the entry's key and the object replaced. `rehash` hashes a key again when the table
-    /// grows.
-    pub(super) fn upsert(
-        &self,
-        hash: u64,
-        namespace: &str,
-        name: &str,
-        obj: &Arc<T>,
-        rehash: impl Fn(&StoreKey) -> u64,
-    ) -> (StoreKey, Option<Arc<T>>) {
-        let mut guard = self.map.write().unwrap_or_else(|e| e.into_inner());
-        let map = &mut *guard;
-        let (key, old) = match map.table.find_mut(hash, |(k, _)| k.is(namespace, name)) {
-            Some((k, slot)) => (k.clone(), Some(std::mem::replace(slot, obj.clone()))),
-            None => {
-                let k = StoreKey::new(namespace, name);
-                let key = k.clone();
-                map.table
-                    .insert_unique(hash, (k, obj.clone()), |(k, _)| rehash(k));
-                (key, None)
-            }
-        };
-        self.retire_and_unlock(guard, old.as_ref());
-        (key, old)
-    }
-
-    /// Removes the object under `namespace/name`, if any; returns its entry.
-    pub(super) fn remove(
-        &self,
-        hash: u64,
-        namespace: &str,
-        name: &str,
-    ) -> Option<(StoreKey, Arc<T>)> {
-        let mut guard = self.map.write().unwrap_or_else(|e| e.into_inner());
-        let removed = match guard.table.find_entry(hash, |(k, _)| k.is(namespace, name)) {
-            Ok(entry) => Some(entry.remove().0),
-            Err(_) => None,
-        };
-        self.retire_and_unlock(guard, removed.as_ref().map(|(_, o)| o));
-        removed
-    }
-
     /// A [`Ref`] to the object `find` picks from the table, if any.
     #[inline]
     pub(super) fn pin(
@@ -176,36 +132,6 @@ impl<T> Shard<T> {
             object,
             shard: self,
         })
-    }
-
-    /// Ends a write: keeps `old` (the object the writer took out of the table, if any) while a
-    /// [`Ref`] may point at it, releases what no `Ref` can point at any more, and unlocks. Every
-    /// write ends here, so what a last `Ref` could not release goes at the shard's next write.
-    fn retire_and_unlock(
-        &self,
-        mut guard: RwLockWriteGuard<'_, ShardMap<T>>,
-        old: Option<&Arc<T>>,
-    ) {
-        // Acquire: reading zero means every `Ref` made before has dropped (their decrements
-        // release); none can be made while we hold the write lock.
-        if let Some(old) = old
-            && self.pins.load(Ordering::Acquire) != 0
-        {
-            guard.retired.push(old.clone());
-            // SeqCst, with the load in `releasable` and a dropping `Ref`'s decrement and load of
-            // `has_retired`: either that load sees the `Ref` gone, or the `Ref` sees the flag and
-            // tries to release. Without it both could miss the other.
-            self.has_retired.store(true, Ordering::SeqCst);
-            loom_sequential_consistency();
-        }
-        let free = self.releasable(&mut guard);
-        let kept = !guard.retired.is_empty();
-        drop(guard);
-        // Dropping objects can take a while: not under the lock.
-        drop(free);
-        if kept && self.unpinned_after_unlock() {
-            self.release_retired();
-        }
     }
 
     /// After a write lock kept objects retired and was released: whether `pins` is zero now. The
@@ -255,6 +181,115 @@ impl<T> Shard<T> {
             if !kept || !self.unpinned_after_unlock() {
                 return;
             }
+        }
+    }
+}
+
+/// A shard held for writing: the only way to change its table. Every object a write takes out of
+/// the table goes through [`ShardWriter::retire`], and the lock is released by its `drop`, so the
+/// module's invariant is kept here and nowhere else. A writer may make many changes under one lock
+/// (a batch, [`Store::apply_all`](super::Store)): no `Ref` can be made while it holds the lock, so
+/// checking `pins` at each change is as good as checking it once at the end.
+pub(super) struct ShardWriter<'a, T> {
+    shard: &'a Shard<T>,
+    /// `Some` until dropped.
+    map: Option<RwLockWriteGuard<'a, ShardMap<T>>>,
+}
+
+impl<T> Shard<T> {
+    /// Locks the shard for writing.
+    pub(super) fn write(&self) -> ShardWriter<'_, T> {
+        ShardWriter {
+            shard: self,
+            map: Some(self.map.write().unwrap_or_else(|e| e.into_inner())),
+        }
+    }
+}
+
+impl<T> ShardWriter<'_, T> {
+    fn map(&mut self) -> &mut ShardMap<T> {
+        self.map.as_mut().expect("held until dropped")
+    }
+
+    /// Inserts `obj` under `namespace/name` (whose hash is `hash`), or replaces the object there.
+    /// Returns the entry's key and the object replaced. `rehash` hashes a key again when the table
+    /// grows.
+    pub(super) fn upsert(
+        &mut self,
+        hash: u64,
+        namespace: &str,
+        name: &str,
+        obj: &Arc<T>,
+        rehash: impl Fn(&StoreKey) -> u64,
+    ) -> (StoreKey, Option<Arc<T>>) {
+        let map = self.map();
+        let (key, old) = match map.table.find_mut(hash, |(k, _)| k.is(namespace, name)) {
+            Some((k, slot)) => (k.clone(), Some(std::mem::replace(slot, obj.clone()))),
+            None => {
+                let k = StoreKey::new(namespace, name);
+                let key = k.clone();
+                map.table
+                    .insert_unique(hash, (k, obj.clone()), |(k, _)| rehash(k));
+                (key, None)
+            }
+        };
+        if let Some(old) = &old {
+            self.retire(old);
+        }
+        (key, old)
+    }
+
+    /// Removes the object under `namespace/name`, if any; returns its entry.
+    pub(super) fn remove(
+        &mut self,
+        hash: u64,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(StoreKey, Arc<T>)> {
+        let removed = match self
+            .map()
+            .table
+            .find_entry(hash, |(k, _)| k.is(namespace, name))
+        {
+            Ok(entry) => Some(entry.remove().0),
+            Err(_) => None,
+        };
+        if let Some((_, old)) = &removed {
+            self.retire(old);
+        }
+        removed
+    }
+
+    /// `old` left the table: keep it while a [`Ref`] may point at it.
+    fn retire(&mut self, old: &Arc<T>) {
+        // Acquire: reading zero means every `Ref` made before has dropped (their decrements
+        // release); none can be made while we hold the write lock.
+        if self.shard.pins.load(Ordering::Acquire) != 0 {
+            self.map().retired.push(old.clone());
+            // SeqCst, with the load in `releasable` and a dropping `Ref`'s decrement and load of
+            // `has_retired`: either that load sees the `Ref` gone, or the `Ref` sees the flag and
+            // tries to release. Without it both could miss the other.
+            self.shard.has_retired.store(true, Ordering::SeqCst);
+            loom_sequential_consistency();
+        }
+    }
+}
+
+impl<T> Drop for ShardWriter<'_, T> {
+    /// Ends a write: releases what no `Ref` can point at any more, and unlocks. Every write ends
+    /// here, so what a last `Ref` could not release goes at the shard's next write.
+    fn drop(&mut self) {
+        let Some(mut guard) = self.map.take() else {
+            return;
+        };
+        let shard = self.shard;
+        let free = shard.releasable(&mut guard);
+        let kept = !guard.retired.is_empty();
+        drop(guard);
+        // Dropping objects can take a while: not under the lock.
+        drop(free);
+        if kept && shard.unpinned_after_unlock() {
+            shard.release_retired();
         }
     }
 }
@@ -344,7 +379,7 @@ impl<T> Drop for Ref<'_, T> {
     #[inline]
     fn drop(&mut self) {
         // SeqCst: releases this `Ref`'s reads of the object to the writer that sees `pins` at
-        // zero, and pairs with `retire_and_unlock`'s store of `has_retired` (see there).
+        // zero, and pairs with `ShardWriter::retire`'s store of `has_retired` (see there).
         if self.shard.pins.fetch_sub(1, Ordering::SeqCst) != 1 {
             return;
         }

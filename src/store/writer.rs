@@ -88,8 +88,8 @@ impl<T: Object> Writer<T> {
 
     /// Makes the store hold exactly `items` (a complete list), for callers that do not go through
     /// the [`DeltaFifo`](crate::fifo::DeltaFifo). Objects whose key and resourceVersion are unchanged
-    /// keep the stored `Arc`. Returns the removed objects. Each object is inserted or removed by
-    /// itself, so concurrent readers may see a mix of old and new state while it runs.
+    /// keep the stored `Arc`. Returns the removed objects. The change is applied all at once (see
+    /// [`apply_all`](Self::apply_all)): no reader sees a mix of old and new state.
     ///
     /// ```
     /// # use std::sync::Arc; use informer::{Pod, store::Writer};
@@ -120,6 +120,28 @@ impl<T: Object> Writer<T> {
     /// ```
     pub fn apply(&self, delta: &Delta<T>) -> Option<Arc<T>> {
         self.store.apply(delta)
+    }
+
+    /// Applies `deltas` in order, all at once: a reader sees the store before them or after them,
+    /// never in between ([`Store::get`] waits for the batch, [`Store::list`] and the index reads
+    /// see it whole or not at all). What an informer does with a relist's changes
+    /// ([`Popped::is_relist`](crate::fifo::Popped::is_relist)). Returns, for each delta, the
+    /// object the store held before it.
+    ///
+    /// ```
+    /// # use std::sync::Arc; use informer::{Pod, fifo::{DeletedObject, Delta}, store::Writer};
+    /// # fn pod(name: &str) -> Arc<Pod> { let mut p = Pod::default(); p.metadata.name = name.into(); Arc::new(p) }
+    /// let store = Writer::<Pod>::new();
+    /// store.insert(pod("a"));
+    /// let old = store.apply_all(&[
+    ///     Delta::Deleted(DeletedObject::Final(pod("a"))),
+    ///     Delta::Added(pod("b")),
+    /// ]);
+    /// assert!(old[0].is_some() && old[1].is_none());
+    /// assert_eq!(store.keys(), ["b"]);
+    /// ```
+    pub fn apply_all(&self, deltas: &[Delta<T>]) -> Vec<Option<Arc<T>>> {
+        self.store.apply_all(deltas)
     }
 
     /// Records the resourceVersion the store is now exactly at (see

@@ -1,7 +1,8 @@
 //! The informer against the simulator over real HTTP: sync, live changes, handlers (late, slow,
 //! panicking, removed), relists, and a seeded fault-convergence run of 200+ scenarios.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -214,20 +215,19 @@ async fn relists_after_expiry_and_falls_back_from_streaming_lists() {
     inf.stop();
 }
 
-/// A relist hands what it changed to the handlers as it goes, not when it ends: an object changed
-/// while the informer could not watch reaches the handler while the streaming list that brings it
-/// has not sent its end bookmark (withheld here for good). The processor holds notifications back
-/// only while more input is ready (to wake a handler thread once per batch); a relist that is
-/// waiting for its server must not keep them.
+/// A relist changes the store in one step, when it ends (client-go 1.36's atomic relists): while
+/// a streaming relist that brings a change has not sent its end bookmark (withheld here), the
+/// store and the handlers still have the state from before it, though its objects have arrived;
+/// once a relist ends, both have the new one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_relist_delivers_what_it_changed() {
+async fn a_relist_changes_nothing_until_it_ends() {
     let sim = Simulator::start().await.unwrap();
     for i in 0..10 {
         sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 0))
             .unwrap();
     }
     let mut opts = options();
-    // The relist below must still be running when the update arrives.
+    // The relist below must still be running when its objects have arrived.
     opts.initial_events_deadline = Duration::from_secs(3600);
     let inf: Informer<ConfigMap> = Informer::new(Api::namespaced(client(&sim), "a"), opts);
     let (updates, mut updated) = tokio::sync::mpsc::unbounded_channel();
@@ -237,6 +237,7 @@ async fn a_running_relist_delivers_what_it_changed() {
     inf.start();
     inf.wait_for_sync(Duration::from_secs(60)).await.unwrap();
     let lists = inf.health().lists;
+    let received = inf.metrics().fifo.received;
 
     // A change no watch can bring: made while the watches are stalled, then the history is
     // compacted and the watches are cut, so the reflector's next watch gets 410 and it relists.
@@ -248,17 +249,149 @@ async fn a_running_relist_delivers_what_it_changed() {
     sim.faults().close_all_watches();
     sim.faults().resume_watches();
 
+    // The relist's ten objects reach the fifo; its end never comes.
+    assert!(
+        eventually(60, || inf.metrics().fifo.received >= received + 10).await,
+        "the relist's objects arrived"
+    );
+    assert_eq!(inf.health().lists, lists, "the relist has not ended");
+    assert_eq!(&inf.store().get("a", "c1").unwrap().data["v"], "0");
+    assert!(updated.try_recv().is_err(), "no handler heard of it yet");
+
+    // Let the next streaming list end: the relist completes, and with it the change.
+    sim.faults().withhold_initial_events_end(false);
+    sim.faults().close_all_watches();
     let got = tokio::time::timeout(Duration::from_secs(60), updated.recv())
         .await
         .expect("the relist's update reached the handler")
         .unwrap();
     assert_eq!(got, ("c1".to_owned(), "9".to_owned()));
-    assert_eq!(
-        inf.health().lists,
-        lists,
-        "the update came from the relist still running, not from one that ended"
-    );
+    assert!(inf.health().lists > lists);
     assert_eq!(&inf.store().get("a", "c1").unwrap().data["v"], "9");
+    inf.stop();
+}
+
+/// The test for atomic relists: a relist of 10,000 objects that changes, deletes and adds
+/// some of them reaches readers in one step. Readers list the store (and its namespace index)
+/// without pause while it runs: every snapshot holds one generation only, 10,000 objects of it.
+/// The first handler call of the relist already finds the whole new list in the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_a_relist_half_applied() {
+    /// The generations a list of the store held, and its length.
+    type Snapshot = (BTreeSet<String>, usize);
+    const OBJECTS: usize = 10_000;
+    let sim = Simulator::start().await.unwrap();
+    for i in 0..OBJECTS {
+        sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 1))
+            .unwrap();
+    }
+    // A paginated LIST (500 a page), so that the relist comes in twenty pieces, and the watch
+    // stays stalled throughout: the changes below can only come by that list.
+    sim.faults().disable_watch_list(true);
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    let store = inf.store().clone();
+    // The store as the first handler call of the relist found it.
+    let at_first_call: Arc<Mutex<Option<Snapshot>>> = Arc::default();
+    let seen = at_first_call.clone();
+    let handler_store = store.clone();
+    inf.add_handler(HandlerFns::new().on_update(move |_, cm: &Arc<ConfigMap>| {
+        let mut seen = seen.lock().unwrap();
+        if seen.is_none() && &cm.data["v"] == "2" {
+            let list = handler_store.list();
+            let generations = list.iter().map(|o| o.data["v"].to_string()).collect();
+            *seen = Some((generations, list.len()));
+        }
+    }));
+    inf.start();
+    inf.wait_for_sync(Duration::from_secs(120)).await.unwrap();
+    assert_eq!(store.len(), OBJECTS);
+
+    sim.faults().stall_watches();
+    // Generation 2: c0..c999 deleted, c1000..c9999 changed, c10000..c10999 added.
+    for i in 0..1_000 {
+        sim.delete("configmaps", Some("a"), &format!("c{i}"))
+            .unwrap();
+    }
+    for i in 1_000..OBJECTS {
+        sim.patch(
+            "configmaps",
+            Some("a"),
+            &format!("c{i}"),
+            &json!({"data": {"v": "2"}}),
+        )
+        .unwrap();
+    }
+    for i in OBJECTS..OBJECTS + 1_000 {
+        sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 2))
+            .unwrap();
+    }
+
+    // Readers on threads of their own, listing until told to stop.
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (store, stop) = (store.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut snapshots = 0u64;
+                let mut mixed = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    let list = if r == 0 {
+                        store.list()
+                    } else {
+                        store.list_namespace("a")
+                    };
+                    let generations: BTreeSet<&str> = list.iter().map(|o| &o.data["v"]).collect();
+                    let first_new = list.iter().any(|o| o.metadata.name == "c10000");
+                    if generations.len() != 1
+                        || list.len() != OBJECTS
+                        || first_new != generations.contains("2")
+                    {
+                        mixed.push((
+                            generations
+                                .into_iter()
+                                .map(str::to_owned)
+                                .collect::<Vec<_>>(),
+                            list.len(),
+                        ));
+                    }
+                    snapshots += 1;
+                }
+                (snapshots, mixed)
+            })
+        })
+        .collect();
+
+    let relisted = inf.relist(Duration::from_secs(120));
+    relisted.await.unwrap();
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        let (snapshots, mixed) = r.join().unwrap();
+        assert!(snapshots > 0);
+        assert!(
+            mixed.is_empty(),
+            "{} mixed snapshots of {snapshots}, first: {:?}",
+            mixed.len(),
+            mixed[0]
+        );
+    }
+    let all: BTreeSet<String> = store
+        .list()
+        .iter()
+        .map(|o| o.data["v"].to_string())
+        .collect();
+    assert_eq!(
+        (all, store.len()),
+        (BTreeSet::from(["2".to_owned()]), OBJECTS)
+    );
+    assert!(
+        eventually(60, || at_first_call.lock().unwrap().is_some()).await,
+        "the handler heard of the relist"
+    );
+    assert_eq!(
+        at_first_call.lock().unwrap().take().unwrap(),
+        (BTreeSet::from(["2".to_owned()]), OBJECTS),
+        "the store held the whole new list before the first handler call"
+    );
     inf.stop();
 }
 

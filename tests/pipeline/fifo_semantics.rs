@@ -42,11 +42,24 @@ fn show(d: &Delta<Pod>) -> String {
 fn drain(store: &Writer<Pod>, c: &mut FifoConsumer<Pod>) -> Vec<String> {
     let mut out = Vec::new();
     while let Some(p) = c.try_pop() {
-        for d in p.deltas() {
-            store.apply(d);
+        if !p.is_relist() {
+            for d in p.deltas() {
+                store.apply(d);
+            }
+            let ds: Vec<String> = p.deltas().iter().map(show).collect();
+            out.push(format!("{}=[{}]", p.key(), ds.join(",")));
+            continue;
         }
-        let ds: Vec<String> = p.deltas().iter().map(show).collect();
-        out.push(format!("{}=[{}]", p.key(), ds.join(",")));
+        // A relist after the first: every key at once, shown key by key.
+        store.apply_all(p.deltas());
+        let mut keys: Vec<(String, Vec<String>)> = Vec::new();
+        for d in p.deltas() {
+            match keys.last_mut() {
+                Some((k, ds)) if *k == d.key() => ds.push(show(d)),
+                _ => keys.push((d.key(), vec![show(d)])),
+            }
+        }
+        out.extend(keys.iter().map(|(k, ds)| format!("{k}=[{}]", ds.join(","))));
     }
     out
 }
@@ -980,5 +993,76 @@ fn a_lagging_consumer_gets_listed_objects_decoded_by_the_producer() {
     );
     let e = fifo.take_decode_error().expect("reported");
     assert!(e.to_string().contains("invalid type"), "{e}");
+    assert!(fifo.has_synced());
+}
+
+/// The changes of a relist after the first come out in one pop, when it ends, with whatever was
+/// pending before it: nothing pops while it is taken in (the store keeps its state until the
+/// relist is whole), its raw objects are decoded as they come (no JSON waits with them), and a
+/// relist that lists nothing tombstones everything in one pop too.
+#[test]
+fn a_relist_after_the_first_comes_out_in_one_pop() {
+    let listed_raw = |key: &str, rv: &str| {
+        let line = format!(
+            "{{\"type\":\"ADDED\",\"object\":{{\"metadata\":{{\"name\":\"{key}\",\"namespace\":\"ns\",\"resourceVersion\":\"{rv}\",\"uid\":\"u1\"}}}}}}\n"
+        );
+        match raw_delta(&line) {
+            RawDelta::Added(o) => o,
+            _ => unreachable!(),
+        }
+    };
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("ns/a", "1", "u1"), pod("ns/b", "1", "u1")]);
+    fifo.end_relist();
+    // The first list goes out key by key.
+    assert_eq!(drain(&store, &mut c), ["ns/a=[A:1]", "ns/b=[A:1]"]);
+
+    // An event pending when the relist begins waits for it; so does every listed page.
+    fifo.push_now(added("ns/x", "2"));
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![listed_raw("b", "3"), listed_raw("c", "3")]);
+    assert!(
+        c.try_pop().is_none(),
+        "nothing pops while the relist is taken in"
+    );
+    assert_eq!(
+        fifo.metrics().pending_raw_bytes,
+        0,
+        "its objects were decoded"
+    );
+    fifo.relist_page_now(vec![listed_raw("x", "2")]);
+    assert!(c.try_pop().is_none());
+    fifo.end_relist();
+    fifo.bookmark("3");
+    let p = c.try_pop().unwrap();
+    assert!(p.is_relist());
+    assert_eq!(p.key(), "");
+    let shown: Vec<String> = p
+        .deltas()
+        .iter()
+        .map(|d| format!("{}={}", d.key(), show(d)))
+        .collect();
+    assert_eq!(shown, ["ns/x=A:2", "ns/b=M:3", "ns/c=A:3", "ns/a=T:1"]);
+    assert_eq!(p.caught_up_resource_version(), Some("3"));
+    store.apply_all(p.deltas());
+    drop(p);
+    assert!(c.try_pop().is_none());
+    let mut keys = store.keys();
+    keys.sort();
+    assert_eq!(keys, ["ns/b", "ns/c", "ns/x"]);
+    let m = fifo.metrics();
+    // What came raw (the producer decodes some itself) was decoded once, by the consumer.
+    assert_eq!((m.raw_received, m.decode_errors), (m.decoded, 0), "{m:?}");
+
+    // A relist that lists nothing: every stored key goes, in one pop.
+    fifo.begin_relist();
+    fifo.end_relist();
+    let p = c.try_pop().unwrap();
+    assert!(p.is_relist());
+    assert_eq!(p.deltas().len(), 3);
+    store.apply_all(p.deltas());
+    drop(p);
+    assert!(store.is_empty());
     assert!(fifo.has_synced());
 }

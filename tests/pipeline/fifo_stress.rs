@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread;
 
 use informer::Pod;
-use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer};
+use informer::fifo::{DeletedObject, Delta, DeltaFifo, FifoConsumer, Popped};
 use informer::store::Writer;
 
 const PRODUCERS: usize = 2;
@@ -54,11 +54,13 @@ fn produce(fifo: DeltaFifo<Pod>, producer: usize) -> HashMap<String, u64> {
     live.into_iter().map(|(k, (rv, _))| (k, rv)).collect()
 }
 
-/// Applies one popped key, checking versions only move forward.
-fn apply(store: &Writer<Pod>, seen: &mut HashMap<String, u64>, key: &str, deltas: &[Delta<Pod>]) {
-    for d in deltas {
+/// Applies one pop (one key, or every key of a relist at once), checking versions only move
+/// forward.
+fn apply(store: &Writer<Pod>, seen: &mut HashMap<String, u64>, p: &Popped<'_, Pod>) {
+    for d in p.deltas() {
+        let key = d.key();
         let rv: u64 = d.resource_version().parse().unwrap();
-        let last = seen.entry(key.to_string()).or_insert(0);
+        let last = seen.entry(key.clone()).or_insert(0);
         // A relist tombstone carries the last known state: not newer, but never older.
         let tombstone = matches!(d, Delta::Deleted(DeletedObject::Tombstone { .. }));
         assert!(
@@ -66,7 +68,12 @@ fn apply(store: &Writer<Pod>, seen: &mut HashMap<String, u64>, key: &str, deltas
             "{key}: version {rv} after {last}"
         );
         *last = rv;
-        store.apply(d);
+        if !p.is_relist() {
+            store.apply(d);
+        }
+    }
+    if p.is_relist() {
+        store.apply_all(p.deltas());
     }
 }
 
@@ -112,7 +119,7 @@ fn blocking_consumer_ends_at_the_producers_final_state() {
     let producers = run_producers(&fifo);
     let (mut seen, mut pops, mut max_depth) = (HashMap::new(), 0u64, 0);
     while let Some(p) = consumer.blocking_pop() {
-        apply(&store, &mut seen, p.key(), p.deltas());
+        apply(&store, &mut seen, &p);
         pops += 1;
         max_depth = max_depth.max(fifo.metrics().depth);
     }
@@ -134,7 +141,7 @@ async fn async_consumer_ends_at_the_producers_final_state() {
     let producers = run_producers(&fifo);
     let mut seen = HashMap::new();
     while let Some(p) = consumer.pop().await {
-        apply(&store, &mut seen, p.key(), p.deltas());
+        apply(&store, &mut seen, &p);
         if p.key().ends_with("-3") {
             tokio::task::yield_now().await; // a slower handler now and then
         }
@@ -170,7 +177,7 @@ fn relist_racing_with_a_consumer_converges() {
     let mut initial = 0;
     while let Some(p) = consumer.blocking_pop() {
         initial += usize::from(p.in_initial_list());
-        apply(&store, &mut seen, p.key(), p.deltas());
+        apply(&store, &mut seen, &p);
     }
     producer.join().unwrap();
     assert!(fifo.has_synced());

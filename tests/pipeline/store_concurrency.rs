@@ -106,3 +106,66 @@ fn add_index_while_a_writer_runs() {
         assert_eq!(got, expected, "{index}");
     }
 }
+
+/// `apply_all` under readers: a list or an index read sees every object at one version (all of
+/// one batch or all of the next), and a `Ref` held across batches still reads the object it
+/// borrowed.
+#[test]
+fn readers_see_each_batch_whole() {
+    use informer::fifo::Delta;
+    const KEYS: u64 = 2_000;
+    const ROUNDS: u64 = 50;
+    let store = Arc::new(Writer::new());
+    store.add_index("node", Arc::new(by_node)).unwrap();
+    let batch = |version: u64| -> Vec<Delta<Pod>> {
+        (0..KEYS)
+            .map(|k| Delta::Modified(pod(&format!("p{k}"), &format!("n{}", version % 2), version)))
+            .collect()
+    };
+    store.apply_all(&batch(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (store, done) = (store.clone(), done.clone());
+            thread::spawn(move || {
+                let borrowed = store.get("ns", "p0").unwrap();
+                let first = borrowed.metadata.resource_version.clone();
+                let mut checks = 0u64;
+                while !done.load(Ordering::Relaxed) || checks < 100 {
+                    // Every batch moves all objects to the other node: one index value holds
+                    // all of them or none.
+                    let list = if r == 0 {
+                        store.list()
+                    } else {
+                        store.by_index("node", "n0").unwrap()
+                    };
+                    let mut versions: Vec<&str> = list
+                        .iter()
+                        .map(|p| p.metadata.resource_version.as_str())
+                        .collect();
+                    versions.sort_unstable();
+                    versions.dedup();
+                    assert!(list.len() == KEYS as usize || (r == 1 && list.is_empty()));
+                    assert!(versions.len() <= 1, "a read saw two batches: {versions:?}");
+                    checks += 1;
+                }
+                // Borrowed before the batches, read after them all.
+                assert_eq!(borrowed.metadata.resource_version, first);
+                checks
+            })
+        })
+        .collect();
+    for version in 1..=ROUNDS {
+        store.apply_all(&batch(version));
+    }
+    done.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() >= 100);
+    }
+    assert!(
+        store
+            .list()
+            .iter()
+            .all(|p| p.metadata.resource_version == ROUNDS.to_string())
+    );
+}
