@@ -216,7 +216,7 @@ impl<T: Object> Store<T> {
 
     /// Every shard, read-locked in order: a snapshot no write can land in the middle of. Writers
     /// that take several shards ([`apply_all`](Self::apply_all)) take them in the same order.
-    fn read_all(&self) -> Vec<RwLockReadGuard<'_, shard::ShardMap<T>>> {
+    fn read_all(&self) -> Vec<shard::ShardRead<'_, T>> {
         self.shards.iter().map(|s| s.0.read()).collect()
     }
 

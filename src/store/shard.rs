@@ -80,6 +80,9 @@ impl<T> ShardMap<T> {
     }
 }
 
+/// A shard's table, read-locked.
+pub(super) type ShardRead<'a, T> = RwLockReadGuard<'a, ShardMap<T>>;
+
 /// One shard: see the module docs.
 pub(super) struct Shard<T> {
     map: RwLock<ShardMap<T>>,
@@ -104,7 +107,7 @@ impl<T> Default for Shard<T> {
 
 impl<T> Shard<T> {
     /// The shard's table, for reading.
-    pub(super) fn read(&self) -> RwLockReadGuard<'_, ShardMap<T>> {
+    pub(super) fn read(&self) -> ShardRead<'_, T> {
         // A panic under a lock cannot leave a map half-updated in a way that breaks readers (every
         // mutation is a single hashbrown call), so poisoning is ignored.
         self.map.read().unwrap_or_else(|e| e.into_inner())
