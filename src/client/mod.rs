@@ -1048,8 +1048,14 @@ impl<T: Object> Api<T> {
             let body: ListBody<T> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
             return body.into_list(&self.resource, &path);
         }
-        let decode = self.protobuf_decoder(&path)?;
-        let opened = self.open_protobuf(bytes, &path)?;
+        self.list_protobuf(bytes, &path)
+    }
+
+    /// A LIST answered in protobuf.
+    #[cfg(feature = "protobuf")]
+    fn list_protobuf(&self, bytes: Vec<u8>, path: &str) -> Result<ObjectList<T>> {
+        let decode = self.protobuf_decoder(path)?;
+        let opened = self.open_protobuf(bytes, path)?;
         let expected = format!("{}List", self.resource.kind);
         let kind = opened.kind();
         if !kind.is_empty() && kind != expected && kind != "List" {
@@ -1060,6 +1066,12 @@ impl<T: Object> Api<T> {
         let (metadata, items) = crate::model::protobuf::list(&opened.object, decode)
             .map_err(|message| protobuf_error(&opened.object, message))?;
         Ok(ObjectList { metadata, items })
+    }
+
+    /// Without the feature `protobuf` no decoder exists: a protobuf LIST is refused.
+    #[cfg(not(feature = "protobuf"))]
+    fn list_protobuf(&self, _: Vec<u8>, path: &str) -> Result<ObjectList<T>> {
+        Err(unasked_protobuf(path))
     }
 
     /// The decoder for a protobuf answer: only a view of the kind's own resource reads one (a
