@@ -11,6 +11,9 @@
 //! apiserver's `Status` errors. Objects are stored as `serde_json::Value`, so any resource works:
 //! the builtin core kinds, `discovery.k8s.io/v1` EndpointSlices, and CRDs added with
 //! [`Simulator::register_resource`]. Discovery (`/api`, `/apis`, `/version`) is enough for kubectl.
+//! A client whose `Accept` asks for protobuf first gets ConfigMaps (GET, LIST, WATCH) in the
+//! apiserver's protobuf form, translated from the JSON (`protobuf.rs`;
+//! [`SimulatorBuilder::protobuf`] turns it off); other kinds answer JSON.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -105,6 +108,7 @@ mod faults;
 mod leases;
 mod patch;
 mod private_file;
+mod protobuf;
 mod resources;
 mod rng;
 mod selector;
@@ -164,6 +168,7 @@ pub struct SimulatorBuilder {
     initial_rv: u64,
     seed: Option<u64>,
     endpoint_slices_v1beta1: bool,
+    protobuf: bool,
 }
 
 impl Default for SimulatorBuilder {
@@ -185,6 +190,7 @@ impl Default for SimulatorBuilder {
             initial_rv: 1,
             seed: None,
             endpoint_slices_v1beta1: false,
+            protobuf: true,
         }
     }
 }
@@ -287,6 +293,20 @@ impl SimulatorBuilder {
         self
     }
 
+    /// Answer in protobuf a client whose `Accept` asks for it first, as kube-apiserver does (default
+    /// on): LIST, GET and WATCH of ConfigMaps, the kind the simulator translates (`protobuf.rs`);
+    /// every other resource answers JSON. Off: JSON to everyone.
+    ///
+    /// ```no_run
+    /// # async fn f() {
+    /// let sim = informer_sim::Simulator::builder().protobuf(false).start().await.unwrap();
+    /// # }
+    /// ```
+    pub fn protobuf(mut self, on: bool) -> Self {
+        self.protobuf = on;
+        self
+    }
+
     /// Binds and starts serving.
     pub async fn start(self) -> std::io::Result<Simulator> {
         let listener = server::listen(self.addr)?;
@@ -319,6 +339,7 @@ impl SimulatorBuilder {
                 rv_wait: self.rv_wait,
                 default_watch_timeout: self.default_watch_timeout,
                 address: addr.to_string(),
+                protobuf: self.protobuf,
             },
             shutdown: shutdown_rx.clone(),
         });

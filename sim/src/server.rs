@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use super::body::SimBody;
 use super::errors::ApiError;
 use super::faults::{Chunking, Faults, Injected};
+use super::protobuf;
 use super::resources::{ResourceInfo, version_doc};
 use super::selector::{FieldSelector, JsonLabelSelector, Selectors};
 use super::store::{DeleteOpts, ListAt, Obj, Page, PatchKind, Store, WatchFrom, WriteCtx};
@@ -73,6 +74,8 @@ pub(crate) struct ServerConfig {
     pub rv_wait: Duration,
     pub default_watch_timeout: Duration,
     pub address: String,
+    /// Answer protobuf to clients that ask for it (`SimulatorBuilder::protobuf`).
+    pub protobuf: bool,
 }
 
 /// State shared by all connections.
@@ -168,6 +171,16 @@ fn json_response(faults: &Faults, code: u16, body: Vec<u8>) -> Response<SimBody>
     base_response(code)
         .body(body)
         .unwrap_or_else(|_| Response::new(SimBody::empty()))
+}
+
+/// A protobuf body (`protobuf.rs`), cut into chunks if that fault is on.
+fn protobuf_response(faults: &Faults, body: Vec<u8>) -> Response<SimBody> {
+    let mut r = json_response(faults, 200, body);
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(protobuf::CONTENT_TYPE),
+    );
+    r
 }
 
 fn error_response(faults: &Faults, e: &ApiError) -> Response<SimBody> {
@@ -508,6 +521,10 @@ async fn resource(
         .trim()
         .to_string();
     let user_agent = header(hyper::header::USER_AGENT);
+    // Reads answer protobuf to a client that asks for it first, for the kinds translated.
+    let protobuf = shared.cfg.protobuf
+        && protobuf::serves(&t.info)
+        && protobuf::prefers_protobuf(&header(hyper::header::ACCEPT));
     if method != Method::GET {
         check_write_options(&method, &content_type, &query)?;
     }
@@ -532,9 +549,9 @@ async fn resource(
         (&Method::GET, None) => {
             let opts = ListOptions::parse(&query, legacy_watch)?;
             if opts.watch {
-                Ok(watch(shared, &t, opts).await?)
+                Ok(watch(shared, &t, opts, protobuf).await?)
             } else {
-                list(shared, &t, opts).await
+                list(shared, &t, opts, protobuf).await
             }
         }
         (&Method::POST, None) => {
@@ -551,13 +568,16 @@ async fn resource(
                 let mut opts = opts;
                 opts.sel.field = FieldSelector::parse(&format!("metadata.name={name}"))
                     .map_err(ApiError::bad_request)?;
-                return watch(shared, &t, opts).await;
+                return watch(shared, &t, opts, protobuf).await;
             }
-            Ok(json_response(
-                faults,
-                200,
-                store.get(t.idx, ns, name)?.full(&t.info),
-            ))
+            let obj = store.get(t.idx, ns, name)?;
+            if protobuf && t.sub.is_none() {
+                return Ok(protobuf_response(
+                    faults,
+                    protobuf::object_body(&obj.to_value(&t.info)),
+                ));
+            }
+            Ok(json_response(faults, 200, obj.full(&t.info)))
         }
         (&Method::PUT, Some(name)) => {
             let body = read_json(req)
@@ -1194,7 +1214,12 @@ async fn await_rv(shared: &Shared, rv: u64) -> Result<(), ApiError> {
     }
 }
 
-async fn list(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<SimBody>, ApiError> {
+async fn list(
+    shared: &Shared,
+    t: &Target,
+    o: ListOptions,
+    protobuf: bool,
+) -> Result<Response<SimBody>, ApiError> {
     let store = &shared.store;
     let ns = t.ns.as_deref();
     let rv_num = o.rv.as_deref().map(parse_rv).transpose()?;
@@ -1228,6 +1253,21 @@ async fn list(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<Si
         }
     };
     let page = store.list(t.idx, ns, &o.sel, at, limit, start.as_deref())?;
+    if protobuf {
+        let token = page
+            .next_start
+            .as_ref()
+            .map(|start| encode_token(page.rv as i64, start));
+        let remaining = token.as_ref().and(page.remaining).map(|r| r as i64);
+        let body = protobuf::list_body(
+            &t.info,
+            &page.rv.to_string(),
+            token.as_deref(),
+            remaining,
+            page.items.iter().map(|o| o.to_bare_value()),
+        );
+        return Ok(protobuf_response(&shared.faults, body));
+    }
     Ok(json_response(
         &shared.faults,
         200,
@@ -1269,7 +1309,12 @@ fn list_body(info: &ResourceInfo, page: &Page) -> Vec<u8> {
     out
 }
 
-async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<SimBody>, ApiError> {
+async fn watch(
+    shared: &Shared,
+    t: &Target,
+    o: ListOptions,
+    protobuf: bool,
+) -> Result<Response<SimBody>, ApiError> {
     let store = &shared.store;
     let rv_num = o.rv.as_deref().map(parse_rv).transpose()?;
     let from = match (o.send_initial, rv_num) {
@@ -1301,6 +1346,7 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
             && !shared.faults.initial_events_end_withheld(),
         initial_end_withheld: o.send_initial == Some(true)
             && shared.faults.initial_events_end_withheld(),
+        protobuf,
     };
     let body = watchstream::spawn(
         store.clone(),
@@ -1310,9 +1356,16 @@ async fn watch(shared: &Shared, t: &Target, o: ListOptions) -> Result<Response<S
         &shared.faults,
         shared.shutdown.clone(),
     );
-    Ok(base_response(200)
+    let mut response = base_response(200)
         .body(body)
-        .unwrap_or_else(|_| Response::new(SimBody::empty())))
+        .unwrap_or_else(|_| Response::new(SimBody::empty()));
+    if protobuf {
+        response.headers_mut().insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static(protobuf::WATCH_CONTENT_TYPE),
+        );
+    }
+    Ok(response)
 }
 
 /// Decodes one key or value of a query string as `application/x-www-form-urlencoded` does: `+` is

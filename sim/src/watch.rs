@@ -42,6 +42,24 @@ pub(crate) struct WatchParams {
     /// A streaming list whose end bookmark is withheld (the fault): its initial phase never
     /// ends, so it gets every bookmark, as a watch-list gets them until its end bookmark is out.
     pub initial_end_withheld: bool,
+    /// Frames go out in protobuf (`protobuf.rs`), translated from the JSON ones.
+    pub protobuf: bool,
+}
+
+/// Appends one JSON frame to `buf`, or its protobuf form on a protobuf watch.
+fn push(protobuf: bool, frame: &[u8], buf: &mut Vec<u8>) {
+    if protobuf {
+        super::protobuf::push_watch_frame(frame, buf);
+    } else {
+        buf.extend_from_slice(frame);
+    }
+}
+
+/// One frame, as [`push`] writes it.
+fn encoded(protobuf: bool, frame: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frame.len() + 64);
+    push(protobuf, frame, &mut out);
+    out
 }
 
 /// The ERROR event frame for `e`.
@@ -52,7 +70,9 @@ pub(crate) fn error_frame(e: &ApiError) -> Bytes {
     Bytes::from(out)
 }
 
-fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, out: &mut Vec<u8>) {
+fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, protobuf: bool, buf: &mut Vec<u8>) {
+    let mut json = Vec::with_capacity(160);
+    let out = &mut json;
     out.extend_from_slice(b"{\"type\":\"BOOKMARK\",\"object\":");
     out.extend_from_slice(&info.object_prefix);
     out.extend_from_slice(format!("\"metadata\":{{\"resourceVersion\":\"{rv}\"").as_bytes());
@@ -60,6 +80,7 @@ fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, out: &mut Vec<u8>) 
         out.extend_from_slice(b",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}");
     }
     out.extend_from_slice(b"}}}\n");
+    push(protobuf, &json, buf);
 }
 
 /// Applies namespace and selector filtering, including the X5 transitions.
@@ -194,14 +215,18 @@ async fn run(
     let deadline = Instant::now() + p.timeout.min(Duration::from_secs(365 * 86400));
     let mut start = match start {
         Ok(s) => s,
-        Err(e) => return sink.send(error_frame(&e).to_vec(), 1).await,
+        Err(e) => return sink.send(encoded(p.protobuf, &error_frame(&e)), 1).await,
     };
     let one_by_one = sink.plan.event_delay.is_some() || sink.plan.drop_events.is_some();
     let mut buf = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     for o in &start.initial {
         if o.matches(&p.sel) {
-            write_frame("ADDED", &info, o, &mut buf);
+            if p.protobuf {
+                push(true, &frame("ADDED", &info, o), &mut buf);
+            } else {
+                write_frame("ADDED", &info, o, &mut buf);
+            }
             n += 1;
             if buf.len() >= BATCH || one_by_one {
                 delay(&sink).await;
@@ -212,12 +237,12 @@ async fn run(
     }
     let mut last_rv = start.start_rv;
     if p.initial_end_bookmark {
-        bookmark(&info, last_rv, true, &mut buf);
+        bookmark(&info, last_rv, true, p.protobuf, &mut buf);
         n += 1;
     }
     for ev in &start.replay {
         if let Some(f) = convert(ev, &info, &p) {
-            buf.extend_from_slice(&f);
+            push(p.protobuf, &f, &mut buf);
             n += 1;
             if buf.len() >= BATCH || one_by_one {
                 delay(&sink).await;
@@ -250,15 +275,16 @@ async fn run(
             c = control.recv() => match c {
                 Ok(Control::Error410) => {
                     let e = ApiError::watch_too_old(last_rv, store.current_rv());
-                    return sink.send(error_frame(&e).to_vec(), 1).await;
+                    return sink.send(encoded(p.protobuf, &error_frame(&e)), 1).await;
                 }
                 Ok(Control::Error429) => {
-                    return sink.send(error_frame(&ApiError::injected(429)).to_vec(), 1).await;
+                    let e = ApiError::injected(429);
+                    return sink.send(encoded(p.protobuf, &error_frame(&e)), 1).await;
                 }
                 Ok(Control::CloseAll) | Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 Ok(Control::Corrupt) => {
                     let line = b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"raw\nnewline\"}}}\n";
-                    sink.send(line.to_vec(), 1).await?;
+                    sink.send(encoded(p.protobuf, line), 1).await?;
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
@@ -272,13 +298,13 @@ async fn run(
             _ = tokio::time::sleep_until(pre_deadline), if pre_deadline_pending && !is_stalled => {
                 pre_deadline_pending = false;
                 if bookmark_due(last_rv) {
-                    bookmark(&info, last_rv, false, &mut buf);
+                    bookmark(&info, last_rv, false, p.protobuf, &mut buf);
                     sink.send(std::mem::take(&mut buf), 1).await?;
                 }
             }
             _ = ticker.tick(), if p.bookmarks && !is_stalled => {
                 if bookmark_due(last_rv) {
-                    bookmark(&info, last_rv, false, &mut buf);
+                    bookmark(&info, last_rv, false, p.protobuf, &mut buf);
                     sink.send(std::mem::take(&mut buf), 1).await?;
                 }
             }
@@ -292,7 +318,7 @@ async fn run(
                 while let Some(ev) = next.take() {
                     last_rv = last_rv.max(ev.rv);
                     if ev.rv > start.min_rv && let Some(f) = convert(&ev, &info, &p) {
-                        buf.extend_from_slice(&f);
+                        push(p.protobuf, &f, &mut buf);
                         n += 1;
                         if one_by_one {
                             break;

@@ -1,0 +1,383 @@
+//! The Kubernetes protobuf wire format, served as kube-apiserver serves it to a client whose
+//! `Accept` puts `application/vnd.kubernetes.protobuf` first (every typed client-go clientset,
+//! and the informer crate's typed `Api`s of built-in kinds).
+//!
+//! The simulator keeps objects as JSON; a protobuf answer is that JSON translated:
+//!
+//! - a body (a GET's object, a LIST) is the magic `k8s\0` and a `runtime.Unknown`
+//!   `{typeMeta {apiVersion, kind}, raw: the object's message, contentEncoding "", contentType ""}`;
+//! - a watch is a sequence of frames, each a 4-byte big-endian length and a `meta.v1.WatchEvent`
+//!   `{type, object: RawExtension {raw: k8s\0 + Unknown}}`; an ERROR event's object is a `Status`.
+//!
+//! Field numbers are those of k8s.io/api and k8s.io/apimachinery's `generated.proto`. As Go's
+//! generated code does, plain (non-pointer) fields are written even when empty (`name`,
+//! `generation`, a zero `creationTimestamp` as an empty message), pointer, slice and map fields
+//! only when set; map entries in key order. Only the kinds listed in [`serves`] are translated
+//! (ConfigMaps: what the convergence scenarios and most tests watch); every other resource
+//! answers JSON whatever the client asks, as a real apiserver does for CRDs, and a client must
+//! read whichever it gets. HTTP error bodies stay JSON (a client reads them by `Content-Type`).
+//!
+//! A watch frame that is not JSON (the `corrupt_watches` fault) goes out as a frame of those
+//! bytes, which no client can read as a `WatchEvent`: the protobuf form of that fault.
+
+use base64::Engine;
+use prost::encoding::{WireType, encode_key, encode_varint};
+use serde_json::Value;
+
+use super::resources::ResourceInfo;
+
+/// What every protobuf object body starts with.
+const MAGIC: &[u8; 4] = b"k8s\0";
+/// The `Content-Type` of a protobuf body.
+pub(crate) const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
+/// The `Content-Type` of a protobuf watch.
+pub(crate) const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
+
+/// Whether the resource is one this module translates.
+pub(crate) fn serves(info: &ResourceInfo) -> bool {
+    let api = &info.api;
+    info.builtin && api.group.is_empty() && api.version == "v1" && api.kind == "ConfigMap"
+}
+
+/// Whether `accept` asks for protobuf before JSON: its media ranges in order, those with `q=0`
+/// left out; the first that names protobuf or that JSON satisfies (`application/json`,
+/// `application/*`, `*/*`) decides. Clients send their preference in order (client-go's
+/// `application/vnd.kubernetes.protobuf, application/json`), without weights.
+///
+/// ```text
+/// "application/vnd.kubernetes.protobuf, application/json"  -> true
+/// "application/json, application/vnd.kubernetes.protobuf"  -> false
+/// "application/vnd.kubernetes.protobuf;q=0, */*"           -> false
+/// ```
+pub(crate) fn prefers_protobuf(accept: &str) -> bool {
+    for range in accept.split(',') {
+        let mut parts = range.split(';');
+        let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let refused = parts.any(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>().map_or(true, |q| q <= 0.0)
+        });
+        if refused {
+            continue;
+        }
+        match media.as_str() {
+            "application/vnd.kubernetes.protobuf" => return true,
+            "application/json" | "application/*" | "*/*" => return false,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// A protobuf message being written: fields appended in order.
+#[derive(Default)]
+struct Message(Vec<u8>);
+
+impl Message {
+    fn bytes(&mut self, tag: u32, bytes: &[u8]) {
+        encode_key(tag, WireType::LengthDelimited, &mut self.0);
+        encode_varint(bytes.len() as u64, &mut self.0);
+        self.0.extend_from_slice(bytes);
+    }
+
+    fn string(&mut self, tag: u32, s: &str) {
+        self.bytes(tag, s.as_bytes());
+    }
+
+    /// An int64, int32 or bool (a negative number as its 64-bit two's complement, as protobuf's
+    /// `int32`/`int64` are written).
+    fn varint(&mut self, tag: u32, v: i64) {
+        encode_key(tag, WireType::Varint, &mut self.0);
+        encode_varint(v as u64, &mut self.0);
+    }
+
+    fn message(&mut self, tag: u32, m: Message) {
+        self.bytes(tag, &m.0);
+    }
+
+    /// A `map<string, string>` (or `bytes` values, through `value`), entries in key order.
+    fn map(&mut self, tag: u32, v: &Value, value: impl Fn(&Value) -> Vec<u8>) {
+        let Some(map) = v.as_object() else { return };
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        for k in keys {
+            let mut entry = Message::default();
+            entry.string(1, k);
+            entry.bytes(2, &value(&map[k]));
+            self.message(tag, entry);
+        }
+    }
+}
+
+/// `v[key]` as a string; `""` if absent or not a string.
+fn text<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// A string map's value as bytes.
+fn string_value(v: &Value) -> Vec<u8> {
+    v.as_str().unwrap_or("").as_bytes().to_vec()
+}
+
+/// A `meta.v1.Time` (`{seconds, nanos}`) of an RFC 3339 string; the empty message for the zero
+/// time (absent, null or unreadable), as Go writes it.
+fn time(v: Option<&Value>) -> Message {
+    let mut m = Message::default();
+    let since_epoch = v
+        .and_then(Value::as_str)
+        .and_then(informer::model::time::parse_rfc3339)
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    if let Some(d) = since_epoch {
+        m.varint(1, d.as_secs() as i64);
+        if d.subsec_nanos() != 0 {
+            m.varint(2, i64::from(d.subsec_nanos()));
+        }
+    }
+    m
+}
+
+/// `meta.v1.ObjectMeta`.
+fn object_meta(v: &Value) -> Message {
+    let mut m = Message::default();
+    m.string(1, text(v, "name"));
+    m.string(2, text(v, "generateName"));
+    m.string(3, text(v, "namespace"));
+    m.string(4, text(v, "selfLink"));
+    m.string(5, text(v, "uid"));
+    m.string(6, text(v, "resourceVersion"));
+    m.varint(7, v.get("generation").and_then(Value::as_i64).unwrap_or(0));
+    m.message(8, time(v.get("creationTimestamp")));
+    if v.get("deletionTimestamp").is_some_and(|t| !t.is_null()) {
+        m.message(9, time(v.get("deletionTimestamp")));
+    }
+    if let Some(s) = v.get("deletionGracePeriodSeconds").and_then(Value::as_i64) {
+        m.varint(10, s);
+    }
+    if let Some(labels) = v.get("labels") {
+        m.map(11, labels, string_value);
+    }
+    if let Some(annotations) = v.get("annotations") {
+        m.map(12, annotations, string_value);
+    }
+    for r in v
+        .get("ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let mut o = Message::default();
+        o.string(1, text(r, "kind"));
+        o.string(3, text(r, "name"));
+        o.string(4, text(r, "uid"));
+        o.string(5, text(r, "apiVersion"));
+        if let Some(c) = r.get("controller").and_then(Value::as_bool) {
+            o.varint(6, i64::from(c));
+        }
+        if let Some(b) = r.get("blockOwnerDeletion").and_then(Value::as_bool) {
+            o.varint(7, i64::from(b));
+        }
+        m.message(13, o);
+    }
+    for f in v
+        .get("finalizers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        m.string(14, f.as_str().unwrap_or(""));
+    }
+    for e in v
+        .get("managedFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let mut entry = Message::default();
+        entry.string(1, text(e, "manager"));
+        entry.string(2, text(e, "operation"));
+        entry.string(3, text(e, "apiVersion"));
+        if e.get("time").is_some_and(|t| !t.is_null()) {
+            entry.message(4, time(e.get("time")));
+        }
+        entry.string(6, text(e, "fieldsType"));
+        if let Some(fields) = e.get("fieldsV1") {
+            let mut raw = Message::default();
+            raw.bytes(1, &serde_json::to_vec(fields).unwrap_or_default());
+            entry.message(7, raw);
+        }
+        entry.string(8, text(e, "subresource"));
+        m.message(17, entry);
+    }
+    m
+}
+
+/// `core.v1.ConfigMap`. `binaryData` values are base64 in JSON, bytes here.
+fn config_map(v: &Value) -> Message {
+    let mut m = Message::default();
+    m.message(1, object_meta(v.get("metadata").unwrap_or(&Value::Null)));
+    if let Some(data) = v.get("data") {
+        m.map(2, data, string_value);
+    }
+    if let Some(binary) = v.get("binaryData") {
+        m.map(3, binary, |b| {
+            base64::engine::general_purpose::STANDARD
+                .decode(b.as_str().unwrap_or(""))
+                .unwrap_or_default()
+        });
+    }
+    if let Some(i) = v.get("immutable").and_then(Value::as_bool) {
+        m.varint(4, i64::from(i));
+    }
+    m
+}
+
+/// `meta.v1.Status`.
+fn status(v: &Value) -> Message {
+    let mut m = Message::default();
+    m.message(1, list_meta("", None, None));
+    m.string(2, text(v, "status"));
+    m.string(3, text(v, "message"));
+    m.string(4, text(v, "reason"));
+    if let Some(d) = v.get("details") {
+        let mut details = Message::default();
+        details.string(1, text(d, "name"));
+        details.string(2, text(d, "group"));
+        details.string(3, text(d, "kind"));
+        for c in d
+            .get("causes")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let mut cause = Message::default();
+            cause.string(1, text(c, "reason"));
+            cause.string(2, text(c, "message"));
+            cause.string(3, text(c, "field"));
+            details.message(4, cause);
+        }
+        details.varint(
+            5,
+            d.get("retryAfterSeconds")
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+        );
+        details.string(6, text(d, "uid"));
+        m.message(5, details);
+    }
+    m.varint(6, v.get("code").and_then(Value::as_i64).unwrap_or(0));
+    m
+}
+
+/// `meta.v1.ListMeta`.
+fn list_meta(rv: &str, continue_token: Option<&str>, remaining: Option<i64>) -> Message {
+    let mut m = Message::default();
+    m.string(1, "");
+    m.string(2, rv);
+    m.string(3, continue_token.unwrap_or(""));
+    if let Some(r) = remaining {
+        m.varint(4, r);
+    }
+    m
+}
+
+/// The object's message: a `Status` by its kind, else the resource's kind.
+fn object(v: &Value) -> Message {
+    match text(v, "kind") {
+        "Status" => status(v),
+        _ => config_map(v),
+    }
+}
+
+/// `k8s\0` + `runtime.Unknown` around `raw`.
+fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let mut type_meta = Message::default();
+    type_meta.string(1, api_version);
+    type_meta.string(2, kind);
+    let mut unknown = Message::default();
+    unknown.message(1, type_meta);
+    unknown.bytes(2, raw);
+    unknown.string(3, "");
+    unknown.string(4, "");
+    let mut out = Vec::with_capacity(MAGIC.len() + unknown.0.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&unknown.0);
+    out
+}
+
+/// A full object (with `kind` and `apiVersion`) as a protobuf body.
+pub(crate) fn object_body(v: &Value) -> Vec<u8> {
+    envelope(text(v, "apiVersion"), text(v, "kind"), &object(v).0)
+}
+
+/// A LIST body: `items` are the objects of `info`'s kind, without `kind` and `apiVersion`.
+pub(crate) fn list_body(
+    info: &ResourceInfo,
+    rv: &str,
+    continue_token: Option<&str>,
+    remaining: Option<i64>,
+    items: impl Iterator<Item = Value>,
+) -> Vec<u8> {
+    let mut list = Message::default();
+    list.message(1, list_meta(rv, continue_token, remaining));
+    for item in items {
+        list.message(2, config_map(&item));
+    }
+    let kind = format!("{}List", info.api.kind);
+    envelope(&info.api.api_version(), &kind, &list.0)
+}
+
+/// Appends the protobuf frame of one JSON watch frame (`{"type":..,"object":{..}}`). A frame
+/// that is not JSON goes out as it is, in a frame of its own length: unreadable, as it was.
+pub(crate) fn push_watch_frame(json_frame: &[u8], out: &mut Vec<u8>) {
+    let event = match serde_json::from_slice::<Value>(json_frame) {
+        Ok(event) => {
+            let obj = event.get("object").unwrap_or(&Value::Null);
+            let mut raw = Message::default();
+            raw.bytes(1, &object_body(obj));
+            let mut event_message = Message::default();
+            event_message.string(1, text(&event, "type"));
+            event_message.message(2, raw);
+            event_message.0
+        }
+        Err(_) => json_frame.to_vec(),
+    };
+    out.extend_from_slice(&(event.len() as u32).to_be_bytes());
+    out.extend_from_slice(&event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_headers_are_read_in_order() {
+        assert!(prefers_protobuf(
+            "application/vnd.kubernetes.protobuf, application/json"
+        ));
+        assert!(prefers_protobuf(
+            "application/vnd.kubernetes.protobuf;stream=watch, application/json"
+        ));
+        assert!(!prefers_protobuf(
+            "application/json, application/vnd.kubernetes.protobuf"
+        ));
+        assert!(!prefers_protobuf(
+            "application/vnd.kubernetes.protobuf;q=0, */*"
+        ));
+        assert!(!prefers_protobuf(""));
+        assert!(!prefers_protobuf("text/html"));
+    }
+
+    #[test]
+    fn a_frame_is_its_length_then_a_watch_event() {
+        let mut out = Vec::new();
+        push_watch_frame(
+            br#"{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}}"#,
+            &mut out,
+        );
+        let len = u32::from_be_bytes(out[..4].try_into().unwrap()) as usize;
+        assert_eq!(len, out.len() - 4);
+        // WatchEvent.type = "ADDED" (field 1, length-delimited).
+        assert_eq!(&out[4..11], b"\x0a\x05ADDED");
+        assert!(out.windows(4).any(|w| w == MAGIC));
+    }
+}
