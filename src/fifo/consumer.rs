@@ -566,6 +566,11 @@ impl<T: Object> FifoConsumer<T> {
             if self.ready() {
                 return self.take();
             }
+            if self.relist_held {
+                // Taking in a held relist hands nothing out, so no pop spends the task's budget:
+                // spend it here, so that a long relist still lets the runtime run others.
+                tokio::task::consume_budget().await;
+            }
             if self.closed {
                 return None;
             }
