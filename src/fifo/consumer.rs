@@ -244,9 +244,9 @@ impl<T: Object> FifoConsumer<T> {
 }
 
 impl<T: Object> FifoConsumer<T> {
-    /// Drains raw inputs into the coalescing state (up to [`DRAIN_BATCH`] when nothing is pending,
-    /// else up to `DRAIN_WHILE_PENDING` inputs or `DRAIN_BYTES_WHILE_PENDING` of JSON, and never
-    /// past [`PENDING_RAW_BYTES`]); returns how many.
+    /// Drains raw inputs into the coalescing state (up to [`DRAIN_BATCH`] when nothing is pending
+    /// or a relist is held, else up to `DRAIN_WHILE_PENDING` inputs or `DRAIN_BYTES_WHILE_PENDING`
+    /// of JSON, and never past [`PENDING_RAW_BYTES`] unless a relist is held); returns how many.
     fn drain(&mut self) -> usize {
         let known = &*self.shared.known;
         let mut n = 0;
@@ -287,6 +287,17 @@ impl<T: Object> FifoConsumer<T> {
                 self.held = Some(input);
                 break;
             }
+            // Atomic relists: what was pending before a later relist's first page goes out
+            // before the relist is held, so a relist that keeps failing holds back its own
+            // changes only, and the store stays at the newest state the watch brought.
+            if self.pending.first_list_done
+                && !self.relist_held
+                && self.pending.len() > 0
+                && matches!(input, Input::Page(..))
+            {
+                self.held = Some(input);
+                break;
+            }
             match input {
                 Input::Event(mut d) => {
                     bytes += d.held().raw_bytes();
@@ -308,8 +319,9 @@ impl<T: Object> FifoConsumer<T> {
                     for mut obj in items {
                         bytes += obj.raw_bytes();
                         // Held until the relist ends anyway: decoded now, so that what the
-                        // relist holds is objects, not their JSON as well. One that does not
-                        // decode stays raw and is reported when it is handed out.
+                        // relist holds is objects, not their JSON as well (unchanged ones come
+                        // as the store's, from the producer). One that does not decode stays
+                        // raw and is reported when it is handed out.
                         if self.relist_held && self.decode_listed(&mut obj) {
                             // Taken in raw all the same (`listed` counts those still raw).
                             self.pending.counters.raw_received += 1;
@@ -328,7 +340,12 @@ impl<T: Object> FifoConsumer<T> {
                     self.relist_held = false;
                 }
                 // Everything pushed before `close` was pushed before this marker: drained already.
-                Input::Close => self.closed = true,
+                // A relist held then goes out as it stands: its objects are the server's, and
+                // everything pushed before `close` is popped before `None`.
+                Input::Close => {
+                    self.closed = true;
+                    self.relist_out |= std::mem::take(&mut self.relist_held);
+                }
             }
         }
         if n > 0 {

@@ -30,13 +30,16 @@
 //!   list never coalesces into them, and comes after the sync as its own delta (client-go's
 //!   handlers, too, see each listed object before the events behind it). Those inputs wait in the
 //!   inbox, where the capacity bounds them.
-//! - **Atomic relists:** a relist after the first holds every pop from its first page to its
-//!   end, then hands out everything pending (what was pending before it, its changes and its
-//!   tombstones) in one pop ([`Popped::is_relist`]), for the store to apply at once
+//! - **Atomic relists:** what is pending when a relist after the first sends its first page goes
+//!   out first; from that page to the relist's end nothing is handed out, then everything
+//!   pending (its changes and tombstones, and what came in behind it) goes in one pop
+//!   ([`Popped::is_relist`]), for the store to apply at once
 //!   ([`Writer::apply_all`](crate::store::Writer::apply_all)): no reader sees half of the old
 //!   state and half of the new (docs/informer-design.md §4). Its listed objects are decoded as
 //!   they are drained, so the objects it holds are not kept as JSON too, and the budget of
-//!   undecoded bytes does not stop its intake. The first list goes out key by key.
+//!   undecoded bytes does not stop its intake. The first list goes out key by key. A relist
+//!   that fails and starts again stays held (the store keeps the newest state the watch
+//!   brought); one held when the fifo closes goes out as it stands.
 //! - [`Popped::caught_up_resource_version`] says when the store, once the popped deltas are applied,
 //!   is exactly the server's state at a resourceVersion (nothing else pending, no relist running);
 //!   [`DeltaFifo::bookmark`] advances it, with a delta-less pop if nothing is pending.

@@ -613,6 +613,10 @@ async fn process<T: Object>(shared: Weak<Shared<T>>, mut consumer: FifoConsumer<
                 last.notify(notifications.drain(..));
             }
         }
+        if popped.is_relist() {
+            // A relist's notifications are one per changed object: give the memory back.
+            notifications.shrink_to(64);
+        }
         if let Some(rv) = popped.caught_up_resource_version() {
             shared.store.set_last_applied_resource_version(rv);
         }

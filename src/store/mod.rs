@@ -47,7 +47,8 @@
 //! waits for the index update; once an index read saw it, the write is complete. Concurrent writers
 //! are serialised by the index lock, so map and indexes apply them in the same order. Reads of the
 //! whole store (`list`, `keys`, `list_selected`) read-lock every shard, in order, before they read
-//! any, so each sees one moment of the store.
+//! any, so each sees one moment of the store; while one runs, a write waits for it, and a lookup
+//! on the shard that write waits for waits too (std's lock lets a waiting writer go first).
 //!
 //! A batch ([`Writer::apply_all`], what an informer does with a relist) takes the index lock, then
 //! every shard's write lock in the same order, changes the maps, releases the shards and updates

@@ -227,8 +227,10 @@ async fn a_relist_changes_nothing_until_it_ends() {
             .unwrap();
     }
     let mut opts = options();
-    // The relist below must still be running when its objects have arrived.
+    // The relist below must still be running when its objects have arrived, all ten of them in
+    // one page.
     opts.initial_events_deadline = Duration::from_secs(3600);
+    opts.page_size = 10;
     let inf: Informer<ConfigMap> = Informer::new(Api::namespaced(client(&sim), "a"), opts);
     let (updates, mut updated) = tokio::sync::mpsc::unbounded_channel();
     inf.add_handler(HandlerFns::new().on_update(move |_, cm: &Arc<ConfigMap>| {
@@ -285,10 +287,17 @@ async fn readers_never_see_a_relist_half_applied() {
         sim.create("configmaps", Some("a"), cm("a", &format!("c{i}"), 1))
             .unwrap();
     }
-    // A paginated LIST (500 a page), so that the relist comes in twenty pieces, and the watch
-    // stays stalled throughout: the changes below can only come by that list.
+    // A paginated LIST (500 a page), so that the relist comes in twenty-two pieces, and the
+    // watch stays stalled throughout, never given up as idle nor timed out and watched again
+    // (a new watch replays history, stall or not): the changes below can only come by the list.
     sim.faults().disable_watch_list(true);
-    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), options());
+    let opts = ReflectorOptions {
+        page_size: 500,
+        idle_timeout: None,
+        min_watch_timeout: Duration::from_secs(3600),
+        ..options()
+    };
+    let inf: Informer<ConfigMap> = Informer::new(Api::all(client(&sim)), opts);
     let store = inf.store().clone();
     // The store as the first handler call of the relist found it.
     let at_first_call: Arc<Mutex<Option<Snapshot>>> = Arc::default();
@@ -361,8 +370,14 @@ async fn readers_never_see_a_relist_half_applied() {
         })
         .collect();
 
+    let events = inf.metrics().fifo.events;
     let relisted = inf.relist(Duration::from_secs(120));
     relisted.await.unwrap();
+    assert_eq!(
+        inf.metrics().fifo.events,
+        events,
+        "no change came as a watch event"
+    );
     stop.store(true, Ordering::Relaxed);
     for r in readers {
         let (snapshots, mixed) = r.join().unwrap();

@@ -1018,10 +1018,12 @@ fn a_relist_after_the_first_comes_out_in_one_pop() {
     // The first list goes out key by key.
     assert_eq!(drain(&store, &mut c), ["ns/a=[A:1]", "ns/b=[A:1]"]);
 
-    // An event pending when the relist begins waits for it; so does every listed page.
+    // An event pending when the relist's first page comes goes out first, on its own; then
+    // nothing pops until the relist ends.
     fifo.push_now(added("ns/x", "2"));
     fifo.begin_relist();
     fifo.relist_page_now(vec![listed_raw("b", "3"), listed_raw("c", "3")]);
+    assert_eq!(drain(&store, &mut c), ["ns/x=[A:2]"]);
     assert!(
         c.try_pop().is_none(),
         "nothing pops while the relist is taken in"
@@ -1043,7 +1045,8 @@ fn a_relist_after_the_first_comes_out_in_one_pop() {
         .iter()
         .map(|d| format!("{}={}", d.key(), show(d)))
         .collect();
-    assert_eq!(shown, ["ns/x=A:2", "ns/b=M:3", "ns/c=A:3", "ns/a=T:1"]);
+    // `x` was listed unchanged: nothing for it.
+    assert_eq!(shown, ["ns/b=M:3", "ns/c=A:3", "ns/a=T:1"]);
     assert_eq!(p.caught_up_resource_version(), Some("3"));
     store.apply_all(p.deltas());
     drop(p);
@@ -1065,4 +1068,25 @@ fn a_relist_after_the_first_comes_out_in_one_pop() {
     drop(p);
     assert!(store.is_empty());
     assert!(fifo.has_synced());
+}
+
+/// A relist held when the fifo closes goes out as it stands, and then the consumer ends: nothing
+/// pushed before `close` is lost.
+#[test]
+fn a_relist_held_at_close_goes_out_before_the_end() {
+    let (store, fifo, mut c) = setup(&[]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("ns/a", "1", "u1")]);
+    fifo.end_relist();
+    assert_eq!(drain(&store, &mut c), ["ns/a=[A:1]"]);
+    fifo.begin_relist();
+    fifo.relist_page_now(vec![pod("ns/a", "2", "u1"), pod("ns/b", "2", "u1")]);
+    assert!(c.try_pop().is_none());
+    fifo.close();
+    let p = c.blocking_pop().unwrap();
+    assert!(p.is_relist());
+    let shown: Vec<String> = p.deltas().iter().map(show).collect();
+    assert_eq!(shown, ["M:2", "A:2"]);
+    drop(p);
+    assert!(c.blocking_pop().is_none());
 }

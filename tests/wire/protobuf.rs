@@ -239,8 +239,9 @@ async fn an_oversized_protobuf_frame_is_refused_and_the_stream_goes_on() {
 /// The simulator answers protobuf as kube-apiserver does (ConfigMaps, to a client that asks for it
 /// first), so every test and convergence scenario on a typed ConfigMap informer runs on it. A
 /// ConfigMap with every field the translation writes (labels, annotations, owner references,
-/// finalizers, managedFields from a write, data, binaryData, immutable) reads the same by GET, LIST
-/// and WATCH on both wires; the bodies are protobuf where asked, JSON where not.
+/// finalizers, managedFields from a write, data, binaryData) reads the same by GET, LIST and WATCH
+/// on both wires, an ERROR event and a paged LIST's token read as on JSON, and the bodies are
+/// protobuf where asked (GET, LIST, WATCH), JSON where not.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_simulator_answers_protobuf_that_reads_as_its_json() {
     use crate::support::raw_client::Conn;
@@ -324,6 +325,30 @@ async fn the_simulator_answers_protobuf_that_reads_as_its_json() {
     let json_event = next(tokio::time::timeout(t, json_watch.next()).await.unwrap());
     same(&pb_event, &json_event);
     assert_eq!(&pb_event.data["k"], "w");
+    // An ERROR event: a protobuf Status in the frame.
+    sim.faults().inject_410();
+    for stream in [&mut pb_watch, &mut json_watch] {
+        match tokio::time::timeout(t, stream.next()).await.unwrap() {
+            Some(Ok(WatchEvent::Error(status))) => assert_eq!(status.code, 410),
+            other => panic!("not a 410 ERROR event: {other:?}"),
+        }
+    }
+
+    // A list in pages: the continue token and the remaining count come through protobuf too.
+    let mut second = cm.clone();
+    second.metadata.name = "y".into();
+    json.create(&params, &second).await.unwrap();
+    let first_page = pb.list(&ListParams::default().limit(1)).await.unwrap();
+    assert_eq!(first_page.items.len(), 1);
+    assert_eq!(first_page.metadata.remaining_item_count, Some(1));
+    let token = first_page.metadata.continue_token.clone();
+    assert!(!token.is_empty());
+    let rest = pb
+        .list(&ListParams::default().limit(1).continue_token(&token))
+        .await
+        .unwrap();
+    assert_eq!(rest.items[0].metadata.name, "y");
+    assert!(rest.metadata.continue_token.is_empty());
 
     // What came over the wire: protobuf where the client asked first, JSON otherwise.
     let addr = sim.url().trim_start_matches("http://").parse().unwrap();
@@ -335,11 +360,22 @@ async fn the_simulator_answers_protobuf_that_reads_as_its_json() {
         ),
         ("application/json", "application/json", false),
     ] {
-        let path = "/api/v1/namespaces/a/configmaps";
-        let mut conn = Conn::open(addr, "GET", path, &[("Accept", accept)], None).await;
-        assert_eq!(conn.header("content-type"), Some(content_type));
-        assert_eq!(conn.body().await.starts_with(b"k8s\0"), magic);
+        for path in [
+            "/api/v1/namespaces/a/configmaps",
+            "/api/v1/namespaces/a/configmaps/x",
+        ] {
+            let mut conn = Conn::open(addr, "GET", path, &[("Accept", accept)], None).await;
+            assert_eq!(conn.header("content-type"), Some(content_type));
+            assert_eq!(conn.body().await.starts_with(b"k8s\0"), magic);
+        }
     }
+    let path = "/api/v1/namespaces/a/configmaps?watch=1&resourceVersion=0";
+    let accept = "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+    let conn = Conn::open(addr, "GET", path, &[("Accept", accept)], None).await;
+    assert_eq!(
+        conn.header("content-type"),
+        Some("application/vnd.kubernetes.protobuf;stream=watch")
+    );
     // Other kinds answer JSON whatever is asked.
     let path = "/api/v1/namespaces/a/pods";
     let accept = "application/vnd.kubernetes.protobuf, application/json";
