@@ -40,9 +40,11 @@ pub(crate) fn serves(info: &ResourceInfo) -> bool {
 }
 
 /// Whether `accept` asks for protobuf before JSON: its media ranges in order, those with `q=0`
-/// left out; the first that names protobuf or that JSON satisfies (`application/json`,
-/// `application/*`, `*/*`) decides. Clients send their preference in order (client-go's
-/// `application/vnd.kubernetes.protobuf, application/json`), without weights.
+/// left out, and protobuf ranges with parameters other than `q` and `stream=watch` too (`as=...`
+/// asks for a metadata-only or table form, which this module does not write); the first that
+/// names protobuf or that JSON satisfies (`application/json`, `application/*`, `*/*`) decides.
+/// Clients send their preference in order (client-go's `application/vnd.kubernetes.protobuf,
+/// application/json`), without weights.
 ///
 /// ```text
 /// "application/vnd.kubernetes.protobuf, application/json"  -> true
@@ -53,14 +55,21 @@ pub(crate) fn prefers_protobuf(accept: &str) -> bool {
     for range in accept.split(',') {
         let mut parts = range.split(';');
         let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let refused = parts.any(|p| {
+        let (mut refused, mut other_form) = (false, false);
+        for p in parts {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            k.trim().eq_ignore_ascii_case("q") && v.trim().parse::<f32>().map_or(true, |q| q <= 0.0)
-        });
+            let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+            match k.as_str() {
+                "q" => refused |= v.parse::<f32>().map_or(true, |q| q <= 0.0),
+                "stream" if v == "watch" => {}
+                _ => other_form = true,
+            }
+        }
         if refused {
             continue;
         }
         match media.as_str() {
+            "application/vnd.kubernetes.protobuf" if other_form => {}
             "application/vnd.kubernetes.protobuf" => return true,
             "application/json" | "application/*" | "*/*" => return false,
             _ => {}
@@ -362,6 +371,9 @@ mod tests {
         ));
         assert!(!prefers_protobuf(
             "application/vnd.kubernetes.protobuf;q=0, */*"
+        ));
+        assert!(!prefers_protobuf(
+            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
         ));
         assert!(!prefers_protobuf(""));
         assert!(!prefers_protobuf("text/html"));
