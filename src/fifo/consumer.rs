@@ -428,27 +428,25 @@ impl<T: Object> FifoConsumer<T> {
             return None;
         }
         self.pops_since_drain += 1;
-        let relist_out = std::mem::take(&mut self.relist_out) && self.pending.len() > 0;
-        let popped = if relist_out {
-            None
-        } else {
-            self.pending.pop_front()
-        };
-        let (key, deltas, initial) = match popped {
-            _ if relist_out => (Arc::from(""), self.take_all(), false),
-            Some((key, entry)) => {
-                let first = self.resolve(entry.first);
-                let second = entry.second.and_then(|c| self.resolve(*c));
-                let deltas = match (first, second) {
-                    (Some(a), Some(b)) => PoppedDeltas::Two([a, b]),
-                    (Some(d), None) | (None, Some(d)) => PoppedDeltas::One([d]),
-                    (None, None) => PoppedDeltas::None,
-                };
-                (key, deltas, entry.initial)
-            }
-            None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
-            None => return None,
-        };
+        let (key, deltas, initial) =
+            if std::mem::take(&mut self.relist_out) && self.pending.len() > 0 {
+                (Arc::from(""), self.take_all(), false)
+            } else {
+                match self.pending.pop_front() {
+                    Some((key, entry)) => {
+                        let first = self.resolve(entry.first);
+                        let second = entry.second.and_then(|c| self.resolve(*c));
+                        let deltas = match (first, second) {
+                            (Some(a), Some(b)) => PoppedDeltas::Two([a, b]),
+                            (Some(d), None) | (None, Some(d)) => PoppedDeltas::One([d]),
+                            (None, None) => PoppedDeltas::None,
+                        };
+                        (key, deltas, entry.initial)
+                    }
+                    None if self.ready() => (Arc::from(""), PoppedDeltas::None, false),
+                    None => return None,
+                }
+            };
         let settled = self.pending.len() == 0 && !self.pending.relist_running();
         if settled {
             // Reported now, or (after a decode failure) not to be reported at all.
