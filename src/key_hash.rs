@@ -23,6 +23,11 @@ pub(crate) struct KeyHasher {
 
 impl KeyHasher {
     pub(crate) fn new() -> KeyHasher {
+        // Under loom, one fixed seed: a model is run many times and must take the same steps
+        // each time, so a key must land in the same shard in every run.
+        #[cfg(informer_loom)]
+        let r = std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default();
+        #[cfg(not(informer_loom))]
         let r = std::hash::RandomState::new();
         // `| 1` keeps the multiplier odd, so multiplying never loses the low bit's information.
         KeyHasher {

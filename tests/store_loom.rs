@@ -3,12 +3,15 @@
 //! object. While a `Ref` lives, the store must hold the object it points at; once the last `Ref`
 //! and the write have both ended, nothing may stay kept.
 //!
+//! The shard's lock is the store's own (`src/store/lock.rs`: readers, pins and the writer in one
+//! word), built on loom's atomics and `UnsafeCell` in this build, so the model also checks that no
+//! reader is inside a table while a writer changes it (loom tracks every access to the cell).
+//!
 //! What loom does not see: the reads of the object itself (plain memory), so this checks the
 //! protocol's logic and the orderings of its counters; that a `Ref`'s reads of the object happen
 //! before its release is argued in `src/store/shard.rs`. loom treats `SeqCst` accesses as
 //! acquire/release, so the model adds a `SeqCst` fence beside the two that need a total order
-//! (`loom_sequential_consistency` there). And its locks synchronise more than std's need to: the
-//! fence a last `Ref` takes before its `try_write` is argued there too, not shown here.
+//! (`loom_sequential_consistency` there).
 //!
 //! Run with `RUSTFLAGS="--cfg informer_loom" cargo test --test store_loom --release`; compiled out
 //! otherwise.
@@ -133,5 +136,31 @@ fn refs_that_go_during_a_release_leave_nothing_kept() {
             1,
             "the replaced object is still kept after every Ref and the write ended"
         );
+    });
+}
+
+/// The lock itself: lookups, hits and misses, while the writer removes the key and inserts it
+/// again (one key, so one shard's table). loom tracks every access to the table, so a reader
+/// inside it while the writer changes it fails the model, and so does any interleaving that
+/// deadlocks.
+#[test]
+fn lookups_never_overlap_a_write() {
+    model(|| {
+        let store = Arc::new(Writer::<Pod>::new());
+        store.insert(pod("a", "1"));
+        let reader = {
+            let store = store.clone();
+            thread::spawn(move || {
+                for _ in 0..2 {
+                    if let Some(r) = store.get("ns", "a") {
+                        assert_eq!(r.metadata.name, "a");
+                    }
+                }
+            })
+        };
+        store.remove("ns/a");
+        store.insert(pod("a", "2"));
+        reader.join().unwrap();
+        assert_eq!(store.get("ns", "a").unwrap().metadata.resource_version, "2");
     });
 }

@@ -56,6 +56,7 @@
 //! all, and index reads wait for the index lock. So no reader sees half of a relist.
 
 mod key;
+mod lock;
 mod selector;
 mod shard;
 mod writer;

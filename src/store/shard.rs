@@ -9,9 +9,9 @@
 //! memory is read only if the caller reads the object.
 //!
 //! # The protocol
-//! - **Pin.** [`Shard::pin`] finds the object under the shard's read lock and increments `pins`
-//!   *before* it releases the lock, then keeps a pointer into the `Arc` the table holds. Dropping
-//!   the [`Ref`] decrements `pins`.
+//! - **Pin.** [`Shard::pin`] finds the object under the shard's read lock and turns the lock into
+//!   a pin (one atomic step that adds to `pins` and leaves the table, `lock.rs`), then keeps a
+//!   pointer into the `Arc` the table holds. Dropping the [`Ref`] decrements `pins`.
 //! - **Retire.** A writer that removes or replaces an object reads `pins` while it holds the write
 //!   lock (`ShardWriter::retire`; the table is private to this module, and only a [`ShardWriter`]
 //!   changes it, through `upsert` and `remove`, which both retire what they take out). Zero: no `Ref` exists, and none can be made before
@@ -28,8 +28,8 @@
 //! **Invariant:** while a `Ref` lives, the object it points at is held by an `Arc` in its shard's
 //! table or `retired` list. A `Ref` is made under the read lock from an object in the table. The
 //! object leaves the table only under the write lock, so after the `Ref` incremented `pins`; the
-//! writer's load of `pins` sees that increment (it was made before the read unlock that the write
-//! lock synchronizes with), so it keeps the object in `retired`. `retired` is emptied only under
+//! writer's load of `pins` sees that increment (the same atomic step that let the writer in), so
+//! it keeps the object in `retired`. `retired` is emptied only under
 //! the write lock with `pins` at zero, that is, once every `Ref` made before has gone (its
 //! decrement is a release that the zero's acquire load reads, through the release sequence of
 //! `pins`), and no `Ref` can be made meanwhile. A count that could wrap would break this, so a
@@ -50,20 +50,13 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use std::sync::TryLockError;
-
 #[cfg(informer_loom)]
-use loom::sync::{
-    RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering, fence},
-};
+use loom::sync::atomic::{AtomicBool, Ordering, fence};
 #[cfg(not(informer_loom))]
-use std::sync::{
-    RwLock, RwLockReadGuard, RwLockWriteGuard,
-    atomic::{AtomicBool, AtomicUsize, Ordering, fence},
-};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::key::StoreKey;
+use super::lock::{PinLock, ReadGuard, WriteGuard};
 use hashbrown::HashTable;
 
 /// A shard's table and the objects it removed while a [`Ref`] might point at them. Only this
@@ -81,13 +74,12 @@ impl<T> ShardMap<T> {
 }
 
 /// A shard's table, read-locked.
-pub(super) type ShardRead<'a, T> = RwLockReadGuard<'a, ShardMap<T>>;
+pub(super) type ShardRead<'a, T> = ReadGuard<'a, ShardMap<T>>;
 
 /// One shard: see the module docs.
 pub(super) struct Shard<T> {
-    map: RwLock<ShardMap<T>>,
-    /// Live [`Ref`]s made from this shard.
-    pins: AtomicUsize,
+    /// The table, and the count of live [`Ref`]s made from this shard (its pins).
+    map: PinLock<ShardMap<T>>,
     /// Whether `retired` is non-empty, for a dropped `Ref` to check without the lock.
     has_retired: AtomicBool,
 }
@@ -95,11 +87,10 @@ pub(super) struct Shard<T> {
 impl<T> Default for Shard<T> {
     fn default() -> Self {
         Shard {
-            map: RwLock::new(ShardMap {
+            map: PinLock::new(ShardMap {
                 table: HashTable::new(),
                 retired: Vec::new(),
             }),
-            pins: AtomicUsize::new(0),
             has_retired: AtomicBool::new(false),
         }
     }
@@ -108,9 +99,7 @@ impl<T> Default for Shard<T> {
 impl<T> Shard<T> {
     /// The shard's table, for reading.
     pub(super) fn read(&self) -> ShardRead<'_, T> {
-        // A panic under a lock cannot leave a map half-updated in a way that breaks readers (every
-        // mutation is a single hashbrown call), so poisoning is ignored.
-        self.map.read().unwrap_or_else(|e| e.into_inner())
+        self.map.read()
     }
 
     /// A [`Ref`] to the object `find` picks from the table, if any.
@@ -123,14 +112,11 @@ impl<T> Shard<T> {
         // `Arc::as_ptr`, not a reference's address: `Ref::to_arc` hands the pointer back to
         // `Arc::increment_strong_count`, which needs the `Arc`'s own.
         let object = NonNull::new(Arc::as_ptr(find(&map)?).cast_mut())?;
-        // Relaxed: made under the read lock, so it happens-before any writer's load of `pins`
-        // (the read unlock releases, the write lock acquires). See the module's invariant.
-        if self.pins.fetch_add(1, Ordering::Relaxed) > isize::MAX as usize {
-            // `Ref`s leaked with `mem::forget` would otherwise wrap the count to zero and let a
-            // writer free an object a live `Ref` points at (`Arc` guards its count the same way).
-            std::process::abort();
-        }
-        drop(map);
+        // Leaves the table and pins in one step (`lock.rs`), so the pin is in place before any
+        // writer can change the table. `Ref`s leaked with `mem::forget` would otherwise wrap the
+        // count to zero and let a writer free an object a live `Ref` points at: the lock aborts
+        // first, as `Arc` does.
+        ReadGuard::pin(map);
         Some(Ref {
             object,
             shard: self,
@@ -139,19 +125,18 @@ impl<T> Shard<T> {
 
     /// After a write lock kept objects retired and was released: whether `pins` is zero now. The
     /// last `Ref` may have gone while we held the lock: its `try_write` failed, and our load of
-    /// `pins` under the lock saw it still live. This fence pairs with the one `release_retired`
-    /// takes before its `try_write`: if ours comes first in their total order, that `try_write`
-    /// sees our unlock; if theirs does, the load below sees the `Ref`'s decrement (it came before
-    /// its fence). Either way one of the two releases.
+    /// `pins` under the lock saw it still live. The pins and the lock are one atomic word
+    /// (`lock.rs`), so the `Ref`'s decrement and our unlock are ordered in its modification order:
+    /// if the decrement came first, this load (after our unlock) sees it; if our unlock did, the
+    /// `Ref`'s `try_write` (after its decrement) saw the lock free. Either way one of us releases.
     fn unpinned_after_unlock(&self) -> bool {
-        fence(Ordering::SeqCst);
-        self.pins.load(Ordering::Relaxed) == 0
+        self.map.pins(Ordering::Relaxed) == 0
     }
 
     /// Under the write lock: everything retired, if no `Ref` is left.
     #[must_use]
     fn releasable(&self, map: &mut ShardMap<T>) -> Vec<Arc<T>> {
-        if map.retired.is_empty() || self.pins.load(Ordering::SeqCst) != 0 {
+        if map.retired.is_empty() || self.map.pins(Ordering::SeqCst) != 0 {
             return Vec::new();
         }
         // Relaxed: only written under the write lock; a stale `true` seen by a dropping `Ref`
@@ -166,14 +151,10 @@ impl<T> Shard<T> {
     #[cold]
     fn release_retired(&self) {
         loop {
-            // SeqCst: pairs with `unpinned_after_unlock` (see there).
-            fence(Ordering::SeqCst);
-            let mut map = match self.map.try_write() {
-                Ok(map) => map,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                // Someone holds the lock: a writer or another release (each checks again once it
-                // unlocks), or a reader (the next write or last `Ref` releases).
-                Err(TryLockError::WouldBlock) => return,
+            // `None`: someone holds the lock: a writer or another release (each checks again once
+            // it unlocks), or a reader (the next write or last `Ref` releases).
+            let Some(mut map) = self.map.try_write() else {
+                return;
             };
             let free = self.releasable(&mut map);
             let kept = !map.retired.is_empty();
@@ -196,7 +177,7 @@ impl<T> Shard<T> {
 pub(super) struct ShardWriter<'a, T> {
     shard: &'a Shard<T>,
     /// `Some` until dropped.
-    map: Option<RwLockWriteGuard<'a, ShardMap<T>>>,
+    map: Option<WriteGuard<'a, ShardMap<T>>>,
 }
 
 impl<T> Shard<T> {
@@ -204,7 +185,7 @@ impl<T> Shard<T> {
     pub(super) fn write(&self) -> ShardWriter<'_, T> {
         ShardWriter {
             shard: self,
-            map: Some(self.map.write().unwrap_or_else(|e| e.into_inner())),
+            map: Some(self.map.write()),
         }
     }
 }
@@ -267,7 +248,7 @@ impl<T> ShardWriter<'_, T> {
     fn retire(&mut self, old: &Arc<T>) {
         // Acquire: reading zero means every `Ref` made before has dropped (their decrements
         // release); none can be made while we hold the write lock.
-        if self.shard.pins.load(Ordering::Acquire) != 0 {
+        if self.shard.map.pins(Ordering::Acquire) != 0 {
             self.map().retired.push(old.clone());
             // SeqCst, with the load in `releasable` and a dropping `Ref`'s decrement and load of
             // `has_retired`: either that load sees the `Ref` gone, or the `Ref` sees the flag and
@@ -383,7 +364,7 @@ impl<T> Drop for Ref<'_, T> {
     fn drop(&mut self) {
         // SeqCst: releases this `Ref`'s reads of the object to the writer that sees `pins` at
         // zero, and pairs with `ShardWriter::retire`'s store of `has_retired` (see there).
-        if self.shard.pins.fetch_sub(1, Ordering::SeqCst) != 1 {
+        if self.shard.map.unpin(Ordering::SeqCst) != 1 {
             return;
         }
         loom_sequential_consistency();
