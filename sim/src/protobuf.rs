@@ -19,6 +19,13 @@
 //!
 //! A watch frame that is not JSON (the `corrupt_watches` fault) goes out as a frame of those
 //! bytes, which no client can read as a `WatchEvent`: the protobuf form of that fault.
+//!
+//! The metadata-only form (`as=PartialObjectMetadata`, what client-go's metadata client and the
+//! informer crate's `PartialObjectMetadata` views ask for) is served for every resource, in JSON
+//! or protobuf: each object becomes `{kind: PartialObjectMetadata, apiVersion: meta.k8s.io/v1,
+//! metadata}` (a `meta.v1.PartialObjectMetadata`, metadata 1), a LIST a
+//! `PartialObjectMetadataList`, as kube-apiserver 1.20 answers them (checked with curl against
+//! it: both encodings, and a watch in its protobuf stream form); an ERROR's `Status` stays.
 
 use base64::Engine;
 use prost::encoding::{WireType, encode_key, encode_varint};
@@ -39,43 +46,110 @@ pub(crate) fn serves(info: &ResourceInfo) -> bool {
     info.builtin && api.group.is_empty() && api.version == "v1" && api.kind == "ConfigMap"
 }
 
-/// Whether `accept` asks for protobuf before JSON: its media ranges in order, those with `q=0`
-/// left out, and protobuf ranges with parameters other than `q` and `stream=watch` too (`as=...`
-/// asks for a metadata-only or table form, which this module does not write); the first that
-/// names protobuf or that JSON satisfies (`application/json`, `application/*`, `*/*`) decides.
-/// Clients send their preference in order (client-go's `application/vnd.kubernetes.protobuf,
+/// What a read's `Accept` asks for: protobuf or JSON, whole objects or their metadata only.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Form {
+    pub protobuf: bool,
+    /// `as=PartialObjectMetadata` (`...List` for a LIST) of `meta.k8s.io/v1`: each object reduced
+    /// to `{kind: PartialObjectMetadata, apiVersion: meta.k8s.io/v1, metadata}`, as client-go's
+    /// metadata client asks; any resource has this form, in either encoding.
+    pub metadata: bool,
+}
+
+/// The form `accept` asks for first: its media ranges in order, those with `q=0` left out; a
+/// range naming protobuf counts if `serves` (the resource is translated) or it asks for the
+/// metadata form; a range with `as=` counts only for the metadata form this read answers
+/// (`PartialObjectMetadataList` for a LIST, `PartialObjectMetadata` for a GET or a WATCH, of
+/// `meta.k8s.io/v1`: a `Table` is not written); other parameters than `q`, `stream=watch`, `as`,
+/// `g` and `v` make a range not count. The first range that counts and names protobuf or what
+/// JSON satisfies (`application/json`, `application/*`, `*/*`) decides; none: whole objects in
+/// JSON. Clients send their preference in order (client-go's `application/vnd.kubernetes.protobuf,
 /// application/json`), without weights.
 ///
 /// ```text
-/// "application/vnd.kubernetes.protobuf, application/json"  -> true
-/// "application/json, application/vnd.kubernetes.protobuf"  -> false
-/// "application/vnd.kubernetes.protobuf;q=0, */*"           -> false
+/// "application/vnd.kubernetes.protobuf, application/json"  -> protobuf
+/// "application/json, application/vnd.kubernetes.protobuf"  -> JSON
+/// "application/vnd.kubernetes.protobuf;q=0, */*"           -> JSON
+/// "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" (a LIST) -> JSON, metadata
 /// ```
-pub(crate) fn prefers_protobuf(accept: &str) -> bool {
+pub(crate) fn negotiate(accept: &str, serves: bool, list: bool) -> Form {
+    let wanted = if list {
+        "PartialObjectMetadataList"
+    } else {
+        "PartialObjectMetadata"
+    };
     for range in accept.split(',') {
         let mut parts = range.split(';');
         let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let (mut refused, mut other_form) = (false, false);
+        let (mut counts, mut as_kind, mut group, mut version) = (true, None, "", "");
         for p in parts {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
             let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
             match k.as_str() {
-                "q" => refused |= v.parse::<f32>().map_or(true, |q| q <= 0.0),
+                "q" => counts &= v.parse::<f32>().is_ok_and(|q| q > 0.0),
                 "stream" if v == "watch" => {}
-                _ => other_form = true,
+                "as" => as_kind = Some(v),
+                "g" => group = v,
+                "v" => version = v,
+                _ => counts = false,
             }
         }
-        if refused {
+        let metadata = match as_kind {
+            None => false,
+            Some(kind) if kind == wanted && group == "meta.k8s.io" && version == "v1" => true,
+            Some(_) => continue,
+        };
+        if !counts {
             continue;
         }
         match media.as_str() {
-            "application/vnd.kubernetes.protobuf" if other_form => {}
-            "application/vnd.kubernetes.protobuf" => return true,
-            "application/json" | "application/*" | "*/*" => return false,
+            "application/vnd.kubernetes.protobuf" if serves || metadata => {
+                return Form {
+                    protobuf: true,
+                    metadata,
+                };
+            }
+            "application/json" | "application/*" | "*/*" => {
+                return Form {
+                    protobuf: false,
+                    metadata,
+                };
+            }
             _ => {}
         }
     }
-    false
+    Form::default()
+}
+
+/// The JSON of an object reduced to its metadata (`as=PartialObjectMetadata`), from the object.
+pub(crate) fn partial_json(object: &Value) -> Vec<u8> {
+    serde_json::to_vec(&partial(object)).unwrap_or_default()
+}
+
+fn partial(object: &Value) -> Value {
+    serde_json::json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// A JSON watch frame with its object reduced to its metadata; an ERROR's `Status` and a frame
+/// that is not JSON stay as they are.
+pub(crate) fn metadata_frame(json_frame: &[u8]) -> Vec<u8> {
+    let Ok(mut event) = serde_json::from_slice::<Value>(json_frame) else {
+        return json_frame.to_vec();
+    };
+    let Some(object) = event.get_mut("object") else {
+        return json_frame.to_vec();
+    };
+    if text(object, "kind") == "Status" {
+        return json_frame.to_vec();
+    }
+    *object = partial(object);
+    let mut out = serde_json::to_vec(&event).unwrap_or_default();
+    out.push(b'\n');
+    out
 }
 
 /// A protobuf message being written: fields appended in order.
@@ -289,12 +363,21 @@ fn list_meta(rv: &str, continue_token: Option<&str>, remaining: Option<i64>) -> 
     m
 }
 
-/// The object's message: a `Status` by its kind, else the resource's kind.
+/// The object's message: a `Status` or a `PartialObjectMetadata` by its kind, else the
+/// resource's kind.
 fn object(v: &Value) -> Message {
     match text(v, "kind") {
         "Status" => status(v),
+        "PartialObjectMetadata" => partial_message(v),
         _ => config_map(v),
     }
+}
+
+/// `meta.v1.PartialObjectMetadata`: metadata 1.
+fn partial_message(v: &Value) -> Message {
+    let mut m = Message::default();
+    m.message(1, object_meta(v.get("metadata").unwrap_or(&Value::Null)));
+    m
 }
 
 /// `k8s\0` + `runtime.Unknown` around `raw`.
@@ -313,14 +396,20 @@ fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A full object (with `kind` and `apiVersion`) as a protobuf body.
-pub(crate) fn object_body(v: &Value) -> Vec<u8> {
+/// A full object (with `kind` and `apiVersion`) as a protobuf body; with `metadata`, its
+/// `PartialObjectMetadata`.
+pub(crate) fn object_body(v: &Value, metadata: bool) -> Vec<u8> {
+    if metadata {
+        return object_body(&partial(v), false);
+    }
     envelope(text(v, "apiVersion"), text(v, "kind"), &object(v).0)
 }
 
-/// A LIST body: `items` are the objects of `info`'s kind, without `kind` and `apiVersion`.
+/// A LIST body: `items` are the objects of `info`'s kind, without `kind` and `apiVersion`; with
+/// `metadata`, a `PartialObjectMetadataList` of their metadata.
 pub(crate) fn list_body(
     info: &ResourceInfo,
+    metadata: bool,
     rv: &str,
     continue_token: Option<&str>,
     remaining: Option<i64>,
@@ -329,7 +418,17 @@ pub(crate) fn list_body(
     let mut list = Message::default();
     list.message(1, list_meta(rv, continue_token, remaining));
     for item in items {
-        list.message(2, config_map(&item));
+        list.message(
+            2,
+            if metadata {
+                partial_message(&item)
+            } else {
+                config_map(&item)
+            },
+        );
+    }
+    if metadata {
+        return envelope("meta.k8s.io/v1", "PartialObjectMetadataList", &list.0);
     }
     let kind = format!("{}List", info.api.kind);
     envelope(&info.api.api_version(), &kind, &list.0)
@@ -342,7 +441,7 @@ pub(crate) fn push_watch_frame(json_frame: &[u8], out: &mut Vec<u8>) {
         Ok(event) => {
             let obj = event.get("object").unwrap_or(&Value::Null);
             let mut raw = Message::default();
-            raw.bytes(1, &object_body(obj));
+            raw.bytes(1, &object_body(obj, false));
             let mut event_message = Message::default();
             event_message.string(1, text(&event, "type"));
             event_message.message(2, raw);
@@ -360,23 +459,70 @@ mod tests {
 
     #[test]
     fn accept_headers_are_read_in_order() {
-        assert!(prefers_protobuf(
-            "application/vnd.kubernetes.protobuf, application/json"
-        ));
-        assert!(prefers_protobuf(
+        let pb = |accept| negotiate(accept, true, false).protobuf;
+        assert!(pb("application/vnd.kubernetes.protobuf, application/json"));
+        assert!(pb(
             "application/vnd.kubernetes.protobuf;stream=watch, application/json"
         ));
-        assert!(!prefers_protobuf(
-            "application/json, application/vnd.kubernetes.protobuf"
+        assert!(!pb("application/json, application/vnd.kubernetes.protobuf"));
+        assert!(!pb("application/vnd.kubernetes.protobuf;q=0, */*"));
+        assert!(!pb(
+            "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/json"
         ));
-        assert!(!prefers_protobuf(
-            "application/vnd.kubernetes.protobuf;q=0, */*"
-        ));
-        assert!(!prefers_protobuf(
-            "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
-        ));
-        assert!(!prefers_protobuf(""));
-        assert!(!prefers_protobuf("text/html"));
+        assert!(!pb(""));
+        assert!(!pb("text/html"));
+        // A kind that is not translated answers JSON, unless only its metadata is asked for.
+        assert_eq!(
+            negotiate(
+                "application/vnd.kubernetes.protobuf, application/json",
+                false,
+                false
+            ),
+            Form::default()
+        );
+        let meta = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, \
+                    application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
+        let both = Form {
+            protobuf: true,
+            metadata: true,
+        };
+        assert_eq!(negotiate(meta, false, true), both);
+        // The list form on a GET or WATCH does not count: the plain JSON range decides.
+        assert_eq!(negotiate(meta, false, false), Form::default());
+        assert_eq!(
+            negotiate(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+                true,
+                false
+            ),
+            Form {
+                protobuf: false,
+                metadata: true
+            }
+        );
+        // Another group or version of the form (v1beta1's field numbers differ) is not written.
+        assert_eq!(
+            negotiate(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1, application/json",
+                true,
+                false
+            ),
+            Form::default()
+        );
+    }
+
+    #[test]
+    fn a_metadata_frame_keeps_only_metadata_and_errors_as_they_are() {
+        let frame = metadata_frame(
+            br#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a"},"spec":{"x":1}}}"#,
+        );
+        let event: Value = serde_json::from_slice(&frame).unwrap();
+        assert_eq!(
+            event["object"],
+            serde_json::json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": {"name": "a"}})
+        );
+        let error = br#"{"type":"ERROR","object":{"kind":"Status","code":410}}"#;
+        assert_eq!(metadata_frame(error), error.to_vec());
     }
 
     #[test]

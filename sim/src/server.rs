@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use super::body::SimBody;
 use super::errors::ApiError;
 use super::faults::{Chunking, Faults, Injected};
-use super::protobuf;
+use super::protobuf::{self, Form};
 use super::resources::{ResourceInfo, version_doc};
 use super::selector::{FieldSelector, JsonLabelSelector, Selectors};
 use super::store::{DeleteOpts, ListAt, Obj, Page, PatchKind, Store, WatchFrom, WriteCtx};
@@ -521,10 +521,15 @@ async fn resource(
         .trim()
         .to_string();
     let user_agent = header(hyper::header::USER_AGENT);
-    // Reads answer protobuf to a client that asks for it first, for the kinds translated.
-    let protobuf = shared.cfg.protobuf
-        && protobuf::serves(&t.info)
-        && protobuf::prefers_protobuf(&header(hyper::header::ACCEPT));
+    // Reads answer in the form the client's Accept asks for first: protobuf for the kinds
+    // translated (unless turned off), whole objects or only their metadata.
+    let accept = header(hyper::header::ACCEPT);
+    let form = |list: bool| {
+        let serves = shared.cfg.protobuf && protobuf::serves(&t.info);
+        let mut form = protobuf::negotiate(&accept, serves, list);
+        form.protobuf &= shared.cfg.protobuf;
+        form
+    };
     if method != Method::GET {
         check_write_options(&method, &content_type, &query)?;
     }
@@ -549,9 +554,9 @@ async fn resource(
         (&Method::GET, None) => {
             let opts = ListOptions::parse(&query, legacy_watch)?;
             if opts.watch {
-                Ok(watch(shared, &t, opts, protobuf).await?)
+                Ok(watch(shared, &t, opts, form(false)).await?)
             } else {
-                list(shared, &t, opts, protobuf).await
+                list(shared, &t, opts, form(true)).await
             }
         }
         (&Method::POST, None) => {
@@ -568,16 +573,32 @@ async fn resource(
                 let mut opts = opts;
                 opts.sel.field = FieldSelector::parse(&format!("metadata.name={name}"))
                     .map_err(ApiError::bad_request)?;
-                return watch(shared, &t, opts, protobuf).await;
+                return watch(shared, &t, opts, form(false)).await;
             }
             let obj = store.get(t.idx, ns, name)?;
-            if protobuf && t.sub.is_none() {
-                return Ok(protobuf_response(
+            let form = if t.sub.is_none() {
+                form(false)
+            } else {
+                Form::default()
+            };
+            match form {
+                Form {
+                    protobuf: false,
+                    metadata: false,
+                } => Ok(json_response(faults, 200, obj.full(&t.info))),
+                Form {
+                    protobuf: false,
+                    metadata: true,
+                } => Ok(json_response(
                     faults,
-                    protobuf::object_body(&obj.to_value(&t.info)),
-                ));
+                    200,
+                    protobuf::partial_json(&obj.to_value(&t.info)),
+                )),
+                Form { metadata, .. } => Ok(protobuf_response(
+                    faults,
+                    protobuf::object_body(&obj.to_value(&t.info), metadata),
+                )),
             }
-            Ok(json_response(faults, 200, obj.full(&t.info)))
         }
         (&Method::PUT, Some(name)) => {
             let body = read_json(req)
@@ -634,7 +655,7 @@ async fn resource(
                             Err(e) => return Err(e),
                         }
                     }
-                    Ok(json_response(faults, 200, list_body(&t.info, &page)))
+                    Ok(json_response(faults, 200, list_body(&t.info, &page, false)))
                 }
             }
         }
@@ -1218,7 +1239,7 @@ async fn list(
     shared: &Shared,
     t: &Target,
     o: ListOptions,
-    protobuf: bool,
+    form: Form,
 ) -> Result<Response<SimBody>, ApiError> {
     let store = &shared.store;
     let ns = t.ns.as_deref();
@@ -1253,7 +1274,7 @@ async fn list(
         }
     };
     let page = store.list(t.idx, ns, &o.sel, at, limit, start.as_deref())?;
-    if protobuf {
+    if form.protobuf {
         let token = page
             .next_start
             .as_ref()
@@ -1261,6 +1282,7 @@ async fn list(
         let remaining = token.as_ref().and(page.remaining).map(|r| r as i64);
         let body = protobuf::list_body(
             &t.info,
+            form.metadata,
             &page.rv.to_string(),
             token.as_deref(),
             remaining,
@@ -1271,18 +1293,27 @@ async fn list(
     Ok(json_response(
         &shared.faults,
         200,
-        list_body(&t.info, &page),
+        list_body(&t.info, &page, form.metadata),
     ))
 }
 
-/// `{"kind":"PodList","apiVersion":"v1","metadata":{..},"items":[..]}` as the apiserver writes it.
-fn list_body(info: &ResourceInfo, page: &Page) -> Vec<u8> {
+/// `{"kind":"PodList","apiVersion":"v1","metadata":{..},"items":[..]}` as the apiserver writes it;
+/// with `metadata`, a `PartialObjectMetadataList` of the items' metadata.
+fn list_body(info: &ResourceInfo, page: &Page, metadata: bool) -> Vec<u8> {
     let per_item: usize = page.items.iter().map(|o| o.rest.len() + 64).sum();
     let mut out = Vec::with_capacity(per_item + 256);
+    let (kind, api_version) = if metadata {
+        (
+            "PartialObjectMetadataList".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+        )
+    } else {
+        (format!("{}List", info.api.kind), info.api.api_version())
+    };
     out.extend_from_slice(b"{\"kind\":");
-    let _ = serde_json::to_writer(&mut out, &format!("{}List", info.api.kind));
+    let _ = serde_json::to_writer(&mut out, &kind);
     out.extend_from_slice(b",\"apiVersion\":");
-    let _ = serde_json::to_writer(&mut out, &info.api.api_version());
+    let _ = serde_json::to_writer(&mut out, &api_version);
     out.extend_from_slice(
         format!(",\"metadata\":{{\"resourceVersion\":\"{}\"", page.rv).as_bytes(),
     );
@@ -1299,7 +1330,9 @@ fn list_body(info: &ResourceInfo, page: &Page) -> Vec<u8> {
         if i > 0 {
             out.push(b',');
         }
-        if info.builtin {
+        if metadata {
+            out.extend_from_slice(&protobuf::partial_json(&o.to_bare_value()));
+        } else if info.builtin {
             o.write_bare(&mut out)
         } else {
             o.write_full(info, &mut out)
@@ -1313,7 +1346,7 @@ async fn watch(
     shared: &Shared,
     t: &Target,
     o: ListOptions,
-    protobuf: bool,
+    form: Form,
 ) -> Result<Response<SimBody>, ApiError> {
     let store = &shared.store;
     let rv_num = o.rv.as_deref().map(parse_rv).transpose()?;
@@ -1346,7 +1379,7 @@ async fn watch(
             && !shared.faults.initial_events_end_withheld(),
         initial_end_withheld: o.send_initial == Some(true)
             && shared.faults.initial_events_end_withheld(),
-        protobuf,
+        form,
     };
     let body = watchstream::spawn(
         store.clone(),
@@ -1359,7 +1392,7 @@ async fn watch(
     let mut response = base_response(200)
         .body(body)
         .unwrap_or_else(|_| Response::new(SimBody::empty()));
-    if protobuf {
+    if form.protobuf {
         response.headers_mut().insert(
             CONTENT_TYPE,
             HeaderValue::from_static(protobuf::WATCH_CONTENT_TYPE),

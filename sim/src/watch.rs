@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use super::body::{Chunk, SimBody};
 use super::errors::ApiError;
 use super::faults::{Control, Faults, Plan};
+use super::protobuf::Form;
 use super::resources::ResourceInfo;
 use super::selector::Selectors;
 use super::store::{Event, EventType, Obj, Store, WatchStart, frame, write_frame};
@@ -42,13 +43,21 @@ pub(crate) struct WatchParams {
     /// A streaming list whose end bookmark is withheld (the fault): its initial phase never
     /// ends, so it gets every bookmark, as a watch-list gets them until its end bookmark is out.
     pub initial_end_withheld: bool,
-    /// Frames go out in protobuf (`protobuf.rs`), translated from the JSON ones.
-    pub protobuf: bool,
+    /// The form the client asked for: frames go out in protobuf (`protobuf.rs`), or with each
+    /// object reduced to its metadata, translated from the JSON ones.
+    pub form: Form,
 }
 
-/// Appends one JSON frame to `buf`, or its protobuf form on a protobuf watch.
-fn push(protobuf: bool, frame: &[u8], buf: &mut Vec<u8>) {
-    if protobuf {
+/// Appends one JSON frame to `buf`, in the watch's form.
+fn push(form: Form, frame: &[u8], buf: &mut Vec<u8>) {
+    let partial;
+    let frame = if form.metadata {
+        partial = super::protobuf::metadata_frame(frame);
+        &partial[..]
+    } else {
+        frame
+    };
+    if form.protobuf {
         super::protobuf::push_watch_frame(frame, buf);
     } else {
         buf.extend_from_slice(frame);
@@ -56,9 +65,9 @@ fn push(protobuf: bool, frame: &[u8], buf: &mut Vec<u8>) {
 }
 
 /// One frame, as [`push`] writes it.
-fn encoded(protobuf: bool, frame: &[u8]) -> Vec<u8> {
+fn encoded(form: Form, frame: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(frame.len() + 64);
-    push(protobuf, frame, &mut out);
+    push(form, frame, &mut out);
     out
 }
 
@@ -70,7 +79,7 @@ pub(crate) fn error_frame(e: &ApiError) -> Bytes {
     Bytes::from(out)
 }
 
-fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, protobuf: bool, buf: &mut Vec<u8>) {
+fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, form: Form, buf: &mut Vec<u8>) {
     let mut json = Vec::with_capacity(160);
     let out = &mut json;
     out.extend_from_slice(b"{\"type\":\"BOOKMARK\",\"object\":");
@@ -80,7 +89,7 @@ fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool, protobuf: bool, buf
         out.extend_from_slice(b",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}");
     }
     out.extend_from_slice(b"}}}\n");
-    push(protobuf, &json, buf);
+    push(form, &json, buf);
 }
 
 /// Applies namespace and selector filtering, including the X5 transitions.
@@ -215,15 +224,15 @@ async fn run(
     let deadline = Instant::now() + p.timeout.min(Duration::from_secs(365 * 86400));
     let mut start = match start {
         Ok(s) => s,
-        Err(e) => return sink.send(encoded(p.protobuf, &error_frame(&e)), 1).await,
+        Err(e) => return sink.send(encoded(p.form, &error_frame(&e)), 1).await,
     };
     let one_by_one = sink.plan.event_delay.is_some() || sink.plan.drop_events.is_some();
     let mut buf = Vec::with_capacity(BATCH);
     let mut n = 0u64;
     for o in &start.initial {
         if o.matches(&p.sel) {
-            if p.protobuf {
-                push(true, &frame("ADDED", &info, o), &mut buf);
+            if p.form != Form::default() {
+                push(p.form, &frame("ADDED", &info, o), &mut buf);
             } else {
                 write_frame("ADDED", &info, o, &mut buf);
             }
@@ -237,12 +246,12 @@ async fn run(
     }
     let mut last_rv = start.start_rv;
     if p.initial_end_bookmark {
-        bookmark(&info, last_rv, true, p.protobuf, &mut buf);
+        bookmark(&info, last_rv, true, p.form, &mut buf);
         n += 1;
     }
     for ev in &start.replay {
         if let Some(f) = convert(ev, &info, &p) {
-            push(p.protobuf, &f, &mut buf);
+            push(p.form, &f, &mut buf);
             n += 1;
             if buf.len() >= BATCH || one_by_one {
                 delay(&sink).await;
@@ -275,16 +284,16 @@ async fn run(
             c = control.recv() => match c {
                 Ok(Control::Error410) => {
                     let e = ApiError::watch_too_old(last_rv, store.current_rv());
-                    return sink.send(encoded(p.protobuf, &error_frame(&e)), 1).await;
+                    return sink.send(encoded(p.form, &error_frame(&e)), 1).await;
                 }
                 Ok(Control::Error429) => {
                     let e = ApiError::injected(429);
-                    return sink.send(encoded(p.protobuf, &error_frame(&e)), 1).await;
+                    return sink.send(encoded(p.form, &error_frame(&e)), 1).await;
                 }
                 Ok(Control::CloseAll) | Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 Ok(Control::Corrupt) => {
                     let line = b"{\"type\":\"MODIFIED\",\"object\":{\"metadata\":{\"name\":\"raw\nnewline\"}}}\n";
-                    sink.send(encoded(p.protobuf, line), 1).await?;
+                    sink.send(encoded(p.form, line), 1).await?;
                 }
                 Err(broadcast::error::RecvError::Lagged(_)) => {}
             },
@@ -298,13 +307,13 @@ async fn run(
             _ = tokio::time::sleep_until(pre_deadline), if pre_deadline_pending && !is_stalled => {
                 pre_deadline_pending = false;
                 if bookmark_due(last_rv) {
-                    bookmark(&info, last_rv, false, p.protobuf, &mut buf);
+                    bookmark(&info, last_rv, false, p.form, &mut buf);
                     sink.send(std::mem::take(&mut buf), 1).await?;
                 }
             }
             _ = ticker.tick(), if p.bookmarks && !is_stalled => {
                 if bookmark_due(last_rv) {
-                    bookmark(&info, last_rv, false, p.protobuf, &mut buf);
+                    bookmark(&info, last_rv, false, p.form, &mut buf);
                     sink.send(std::mem::take(&mut buf), 1).await?;
                 }
             }
@@ -318,7 +327,7 @@ async fn run(
                 while let Some(ev) = next.take() {
                     last_rv = last_rv.max(ev.rv);
                     if ev.rv > start.min_rv && let Some(f) = convert(&ev, &info, &p) {
-                        push(p.protobuf, &f, &mut buf);
+                        push(p.form, &f, &mut buf);
                         n += 1;
                         if one_by_one {
                             break;

@@ -587,6 +587,28 @@ const ACCEPT_PROTOBUF: &str = "application/vnd.kubernetes.protobuf, application/
 /// The same for a watch: the server picks the stream form of what it answers.
 const ACCEPT_PROTOBUF_WATCH: &str =
     "application/vnd.kubernetes.protobuf;stream=watch, application/json";
+/// What client-go's metadata client sends for a GET or a WATCH (kube-apiserver answers a watch in
+/// its stream form): each object as a `PartialObjectMetadata`, protobuf first; whole objects in
+/// JSON from a server that cannot.
+const ACCEPT_METADATA_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, \
+     application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+/// The same for a LIST.
+const ACCEPT_METADATA_LIST_PROTOBUF: &str = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, \
+     application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
+/// Metadata only, without protobuf ([`Config::protobuf`] off, or the feature).
+const ACCEPT_METADATA_JSON: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+/// The same for a LIST.
+const ACCEPT_METADATA_LIST_JSON: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json";
+
+/// Which read an `Accept` header is for.
+#[derive(Clone, Copy, PartialEq)]
+enum Read {
+    One,
+    List,
+    Watch,
+}
 
 /// Whether a response's `Content-Type` is Kubernetes protobuf (with or without `;stream=watch`).
 fn is_protobuf(resp: &Response<ResponseBody>) -> bool {
@@ -862,12 +884,10 @@ where
 impl<T> ListBody<T> {
     /// The page, if the body is a list of `resource`'s kind (`{Kind}List`, or the generic `List`;
     /// a body without `kind` is taken on its `items`).
-    fn into_list(self, resource: &ApiResource, path: &str) -> Result<ObjectList<T>> {
+    /// The list, if it is one: `kind_ok` says whether its kind is one the view reads
+    /// (`Api::is_list_kind`).
+    fn into_list(self, kind_ok: bool, resource: &ApiResource, path: &str) -> Result<ObjectList<T>> {
         let expected = format!("{}List", resource.kind);
-        let kind_ok = self.kind.is_empty()
-            || self.kind == "List"
-            || resource.kind.is_empty()
-            || self.kind == expected;
         let problem = if self.kind == "Status" {
             Some(format!("a Status ({:?})", self.message))
         } else if !kind_ok {
@@ -953,7 +973,7 @@ impl<T: Object> Api<T> {
             client,
             resource,
             namespace: None,
-            protobuf: false,
+            protobuf: Self::reads_metadata_protobuf(),
             _t: PhantomData,
         }
     }
@@ -963,9 +983,15 @@ impl<T: Object> Api<T> {
             client,
             resource,
             namespace: Some(namespace.to_owned()),
-            protobuf: false,
+            protobuf: Self::reads_metadata_protobuf(),
             _t: PhantomData,
         }
+    }
+
+    /// A view of a resource known at run time reads protobuf only in the metadata-only form,
+    /// which is the same message whatever the resource.
+    fn reads_metadata_protobuf() -> bool {
+        T::metadata_only() && T::protobuf_decoder().is_some()
     }
 
     /// The resource this view reads.
@@ -1005,19 +1031,35 @@ impl<T: Object> Api<T> {
         );
         let answer = self
             .client
-            .request_answer(Method::GET, &path, None, self.accept(false))
+            .request_answer(Method::GET, &path, None, self.accept(Read::One))
             .await?;
         self.decode_one(answer, &path)
     }
 
     /// The `Accept` header of a read: protobuf first if this view reads it (see
-    /// [`Object::protobuf_decoder`]) and [`Config::protobuf`] allows it, JSON otherwise.
-    fn accept(&self, watch: bool) -> &'static str {
-        match (self.protobuf && self.client.inner.config.protobuf, watch) {
-            (false, _) => JSON,
-            (true, false) => ACCEPT_PROTOBUF,
-            (true, true) => ACCEPT_PROTOBUF_WATCH,
+    /// [`Object::protobuf_decoder`]) and [`Config::protobuf`] allows it, JSON otherwise; the
+    /// metadata-only form for a type that asks for it ([`Object::metadata_only`]).
+    fn accept(&self, read: Read) -> &'static str {
+        let protobuf = self.protobuf && self.client.inner.config.protobuf;
+        match (T::metadata_only(), protobuf, read) {
+            (false, false, _) => JSON,
+            (false, true, Read::Watch) => ACCEPT_PROTOBUF_WATCH,
+            (false, true, _) => ACCEPT_PROTOBUF,
+            (true, false, Read::List) => ACCEPT_METADATA_LIST_JSON,
+            (true, false, _) => ACCEPT_METADATA_JSON,
+            (true, true, Read::List) => ACCEPT_METADATA_LIST_PROTOBUF,
+            (true, true, _) => ACCEPT_METADATA_PROTOBUF,
         }
+    }
+
+    /// Whether a LIST answered as `kind` is a list of this view's objects: the resource's
+    /// `{Kind}List` (or a plain `List`), or the metadata-only list a view that asks for it gets.
+    fn is_list_kind(&self, kind: &str) -> bool {
+        kind.is_empty()
+            || kind == "List"
+            || self.resource.kind.is_empty()
+            || kind.strip_suffix("List") == Some(&*self.resource.kind)
+            || (T::metadata_only() && kind == "PartialObjectMetadataList")
     }
 
     /// One object of a GET, in whichever encoding it came.
@@ -1041,12 +1083,13 @@ impl<T: Object> Api<T> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
         let answer = self
             .client
-            .request_answer(Method::GET, &path, None, self.accept(false))
+            .request_answer(Method::GET, &path, None, self.accept(Read::List))
             .await?;
         let bytes = answer.bytes;
         if !answer.protobuf {
             let body: ListBody<T> = parse_json(&bytes).map_err(|e| decode_error(&bytes, 0, &e))?;
-            return body.into_list(&self.resource, &path);
+            let kind_ok = self.is_list_kind(&body.kind);
+            return body.into_list(kind_ok, &self.resource, &path);
         }
         self.list_protobuf(bytes, &path)
     }
@@ -1058,7 +1101,7 @@ impl<T: Object> Api<T> {
         let opened = self.open_protobuf(bytes, path)?;
         let expected = format!("{}List", self.resource.kind);
         let kind = opened.kind();
-        if !kind.is_empty() && kind != expected && kind != "List" {
+        if !self.is_list_kind(kind) {
             return Err(Error::Protocol(format!(
                 "GET {path} answered 200 with a {kind:?}, not a {expected}"
             )));
@@ -1113,7 +1156,7 @@ impl<T: Object> Api<T> {
         let path = with_query(self.request_collection_path()?, &params.to_query());
         let resp = self
             .client
-            .send_accepting(Method::GET, &path, None, self.accept(true))
+            .send_accepting(Method::GET, &path, None, self.accept(Read::Watch))
             .await?;
         let max_frame = self.client.inner.config.max_frame_bytes;
         if is_protobuf(&resp) {

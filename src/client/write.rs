@@ -624,7 +624,8 @@ impl<K: Object> Api<K> {
         let bytes = self.send_delete(&path, params).await?;
         delete_outcome(&bytes, |bytes| {
             let body: ListBody<K> = parse_json(bytes).map_err(|e| decode_error(bytes, 0, &e))?;
-            body.into_list(&self.resource, &path)
+            let kind_ok = self.is_list_kind(&body.kind);
+            body.into_list(kind_ok, &self.resource, &path)
         })
     }
 

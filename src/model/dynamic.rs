@@ -43,6 +43,11 @@ impl Object for DynamicObject {
 /// An object reduced to its `apiVersion`, `kind` and `metadata`: the rest of the JSON is skipped
 /// without being built, which makes decoding several times cheaper than a full object.
 ///
+/// An `Api` or informer of this type asks the apiserver to leave the rest out too (see
+/// [`Object::metadata_only`]): the objects then arrive as `kind: PartialObjectMetadata`,
+/// `apiVersion: meta.k8s.io/v1`, in protobuf where the server and [`Config::protobuf`](crate::Config::protobuf)
+/// allow it, whatever the resource (custom resources included).
+///
 /// ```
 /// use informer::{Object, PartialObjectMetadata};
 /// let o: PartialObjectMetadata = serde_json::from_str(
@@ -71,5 +76,12 @@ impl Object for PartialObjectMetadata {
     }
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.metadata
+    }
+    #[cfg(feature = "protobuf")]
+    fn protobuf_decoder() -> Option<super::ProtobufDecoder<Self>> {
+        Some(<Self as super::resource::FromProtobuf>::from_protobuf)
+    }
+    fn metadata_only() -> bool {
+        true
     }
 }

@@ -55,7 +55,7 @@ use super::meta::RawJson;
 use super::resource::FromProtobuf;
 use super::{
     ConfigMap, EndpointSlice, Endpoints, ListMeta, Namespace, Node, ObjectMeta, OwnerReference,
-    Pod, Service, Status, StatusCause, StatusDetails, StringMap, kinds,
+    PartialObjectMetadata, Pod, Service, Status, StatusCause, StatusDetails, StringMap, kinds,
 };
 
 /// The first bytes of every protobuf body.
@@ -600,6 +600,23 @@ fn decode<T: Default>(
         read(number, value, &mut object)?;
     }
     Ok(object)
+}
+
+impl FromProtobuf for PartialObjectMetadata {
+    /// `meta.v1.PartialObjectMetadata`: metadata 1. Its `apiVersion` and `kind` are those the JSON
+    /// of the same answer carries (a protobuf list item has none of its own).
+    fn from_protobuf(bytes: &[u8]) -> Result<PartialObjectMetadata, Failure> {
+        let mut object = decode(
+            bytes,
+            |number, v, o: &mut PartialObjectMetadata| match number {
+                1 => object_meta(v.bytes()?, &mut o.metadata),
+                _ => Ok(()),
+            },
+        )?;
+        object.api_version = "meta.k8s.io/v1".to_owned();
+        object.kind = "PartialObjectMetadata".to_owned();
+        Ok(object)
+    }
 }
 
 impl FromProtobuf for Pod {

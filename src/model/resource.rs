@@ -189,6 +189,24 @@ pub trait Object: DeserializeOwned + Send + Sync + 'static {
     {
         None
     }
+
+    /// Whether reads ask the apiserver to send only each object's metadata: `true` for
+    /// [`PartialObjectMetadata`](crate::PartialObjectMetadata), `false` (the default) for every
+    /// other type. Such an `Api` or informer asks for `as=PartialObjectMetadata` (and
+    /// `as=PartialObjectMetadataList` for a LIST) of `meta.k8s.io/v1`, in protobuf first, as
+    /// client-go's metadata client does, so the server leaves `spec` and `status` out of every
+    /// object; a server that ignores that and sends whole objects is read too.
+    ///
+    /// ```
+    /// use informer::{Object, PartialObjectMetadata, Pod};
+    /// assert!(PartialObjectMetadata::metadata_only() && !Pod::metadata_only());
+    /// ```
+    fn metadata_only() -> bool
+    where
+        Self: Sized,
+    {
+        false
+    }
 }
 
 /// A kind this crate decodes from protobuf (its decoder is in `protobuf.rs`, which imports the

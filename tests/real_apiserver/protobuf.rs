@@ -8,8 +8,8 @@ use std::fmt::Debug;
 use informer::client::WatchEvent;
 use informer::internals::watch::RawEvent;
 use informer::{
-    Api, Client, ConfigMap, Endpoints, ListParams, Namespace, Node, Object, Pod, Resource, Service,
-    WatchParams,
+    Api, Client, ConfigMap, Endpoints, ListParams, Namespace, Node, Object, PartialObjectMetadata,
+    Pod, Resource, Service, WatchParams,
 };
 use serde_json::json;
 
@@ -147,6 +147,74 @@ async fn every_protobuf_kind_decodes_as_its_json_does() {
         same_both_ways::<Pod>(&pb, &json_client, Some(&ns), "web-0").await;
         let pod = pods.get("web-0").await.unwrap();
         assert!(pod.meta().deletion_timestamp.is_some() && pod.meta().managed_fields.is_some());
+    })
+    .await;
+}
+
+/// A metadata-only view (`Api<PartialObjectMetadata>`) asks for `as=PartialObjectMetadata`: the
+/// server leaves `spec` and `status` out, in protobuf (and in JSON with `Config::protobuf` off).
+/// LIST, GET and WATCH decode to equal objects both ways, whose metadata is the whole object's.
+#[tokio::test]
+async fn metadata_only_views_read_partial_objects_both_ways() {
+    let real = real_or_skip!("metadata_only_views_read_partial_objects_both_ways");
+    bounded(60, async {
+        let pb = real.client();
+        let mut config = real.config();
+        config.protobuf = false;
+        let json_client = Client::new(config).unwrap();
+        let ns = namespace(&pb, "meta").await;
+        post(&pb, &format!("/api/v1/namespaces/{ns}/serviceaccounts"), json!({"metadata": {"name": "default"}, "automountServiceAccountToken": false})).await;
+        post(&pb, &format!("/api/v1/namespaces/{ns}/pods"), json!({
+            "metadata": {"name": "web-0", "labels": {"app": "web"}, "annotations": {"a": "b"},
+                         "finalizers": ["example.com/keep"], "generateName": "web-",
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+                                              "uid": "6e0f0c2a-0000-4000-8000-000000000001", "controller": true}]},
+            "spec": {"automountServiceAccountToken": false, "serviceAccountName": "default",
+                     "containers": [{"name": "c", "image": "nginx:1"}]}
+        })).await;
+        let view = |c: &Client| -> Api<PartialObjectMetadata> {
+            Api::namespaced_with(c.clone(), &ns, Pod::api_resource())
+        };
+        let (api_pb, api_json) = (view(&pb), view(&json_client));
+        let pod = Api::<Pod>::namespaced(json_client.clone(), &ns)
+            .get("web-0")
+            .await
+            .unwrap();
+        let params = ListParams::default().fields("metadata.name=web-0");
+        let (from_pb, from_json) = (
+            api_pb.list(&params).await.unwrap(),
+            api_json.list(&params).await.unwrap(),
+        );
+        assert_eq!(from_pb.items, from_json.items, "LIST");
+        assert_eq!(from_pb.items.len(), 1);
+        let partial = &from_pb.items[0];
+        assert_eq!(
+            (partial.api_version.as_str(), partial.kind.as_str()),
+            ("meta.k8s.io/v1", "PartialObjectMetadata"),
+            "the server sent whole Pods, not their metadata"
+        );
+        assert_eq!(partial.metadata, pod.metadata);
+        assert_eq!(
+            api_pb.get("web-0").await.unwrap(),
+            api_json.get("web-0").await.unwrap(),
+            "GET"
+        );
+        assert_eq!(&api_pb.get("web-0").await.unwrap(), partial);
+        let watch = WatchParams::default()
+            .fields("metadata.name=web-0")
+            .resource_version("0")
+            .timeout(5);
+        let mut events_pb = api_pb.watch(&watch).await.unwrap();
+        let Some(Ok(RawEvent::Added(raw))) = events_pb.next_raw().await else {
+            panic!("no ADDED first");
+        };
+        assert!(raw.is_protobuf(), "the metadata watch came in JSON");
+        let mut events_json = api_json.watch(&watch).await.unwrap();
+        let Some(Ok(WatchEvent::Added(added))) = events_json.next().await else {
+            panic!("no ADDED first");
+        };
+        assert_eq!(raw.decode_object::<PartialObjectMetadata>().unwrap(), added, "WATCH");
+        assert_eq!(&added, partial);
     })
     .await;
 }

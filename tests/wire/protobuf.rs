@@ -382,3 +382,109 @@ async fn the_simulator_answers_protobuf_that_reads_as_its_json() {
     let conn = Conn::open(addr, "GET", path, &[("Accept", accept)], None).await;
     assert_eq!(conn.header("content-type"), Some("application/json"));
 }
+
+/// A metadata-only view against the simulator: Pods (which it translates to protobuf only in
+/// this form) come as `PartialObjectMetadata` by LIST, GET and WATCH, in protobuf when asked and
+/// in JSON otherwise, equal both ways and equal to the whole Pod's metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulator_answers_metadata_only_reads_on_both_wires() {
+    use crate::support::raw_client::Conn;
+    use informer::client::PostParams;
+    use informer::{Client, PartialObjectMetadata, Pod};
+    use informer_sim::Simulator;
+
+    let sim = Simulator::start().await.unwrap();
+    let client = |protobuf: bool| {
+        let mut config = Config::new(sim.url().parse().unwrap());
+        config.protobuf = protobuf;
+        Client::new(config).unwrap()
+    };
+    let view = |protobuf: bool| {
+        Api::<PartialObjectMetadata>::namespaced_with(client(protobuf), "a", Pod::api_resource())
+    };
+    let (pb, json) = (view(true), view(false));
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web-0", "namespace": "a", "labels": {"app": "web"},
+                     "annotations": {"note": "n"}, "finalizers": ["example.com/keep"],
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web",
+                                          "uid": "u-1", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}], "nodeName": "n1"}
+    }))
+    .unwrap();
+    let params = PostParams {
+        field_manager: Some("tester".into()),
+        ..Default::default()
+    };
+    let created = Api::<Pod>::namespaced(client(false), "a")
+        .create(&params, &pod)
+        .await
+        .unwrap();
+    // As JSON values: managedFields are raw JSON text, in Go's field order from protobuf.
+    let value = |o: &PartialObjectMetadata| serde_json::to_value(o).unwrap();
+    let (pb_list, json_list) = (
+        pb.list(&ListParams::default()).await.unwrap(),
+        json.list(&ListParams::default()).await.unwrap(),
+    );
+    assert_eq!((pb_list.items.len(), json_list.items.len()), (1, 1));
+    assert_eq!(value(&pb_list.items[0]), value(&json_list.items[0]));
+    let partial = &pb_list.items[0];
+    assert_eq!(
+        (partial.api_version.as_str(), partial.kind.as_str()),
+        ("meta.k8s.io/v1", "PartialObjectMetadata")
+    );
+    assert_eq!(
+        serde_json::to_value(&partial.metadata).unwrap(),
+        serde_json::to_value(&created.metadata).unwrap()
+    );
+    assert_eq!(value(&pb.get("web-0").await.unwrap()), value(partial));
+    assert_eq!(value(&json.get("web-0").await.unwrap()), value(partial));
+    let from = WatchParams {
+        resource_version: Some("0".into()),
+        ..Default::default()
+    };
+    let t = Duration::from_secs(20);
+    for api in [&pb, &json] {
+        let mut events = api.watch(&from).await.unwrap();
+        match tokio::time::timeout(t, events.next()).await.unwrap() {
+            Some(Ok(WatchEvent::Added(o))) => assert_eq!(value(&o), value(partial)),
+            other => panic!("not an ADDED event: {other:?}"),
+        }
+    }
+
+    // What came over the wire: protobuf only where asked, and only metadata either way.
+    let addr = sim.url().trim_start_matches("http://").parse().unwrap();
+    let meta = |kind: &str, protobuf: bool| {
+        let json = format!("application/json;as={kind};g=meta.k8s.io;v=v1");
+        match protobuf {
+            true => {
+                format!("application/vnd.kubernetes.protobuf;as={kind};g=meta.k8s.io;v=v1, {json}")
+            }
+            false => json,
+        }
+    };
+    for protobuf in [true, false] {
+        for (path, kind) in [
+            ("/api/v1/namespaces/a/pods", "PartialObjectMetadataList"),
+            ("/api/v1/namespaces/a/pods/web-0", "PartialObjectMetadata"),
+            (
+                "/api/v1/namespaces/a/pods?watch=1&resourceVersion=0&timeoutSeconds=1",
+                "PartialObjectMetadata",
+            ),
+        ] {
+            let accept = meta(kind, protobuf);
+            let mut conn = Conn::open(addr, "GET", path, &[("Accept", &accept)], None).await;
+            let content_type = conn.header("content-type").unwrap_or("").to_owned();
+            assert_eq!(
+                content_type.starts_with("application/vnd.kubernetes.protobuf"),
+                protobuf,
+                "{path}"
+            );
+            let body = conn.body().await;
+            assert!(body.windows(12).any(|w| w == b"PartialObjec"), "{path}");
+            assert!(
+                !body.windows(5).any(|w| w == b"nginx"),
+                "{path}: the spec came too"
+            );
+        }
+    }
+}
