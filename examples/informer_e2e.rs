@@ -5,7 +5,8 @@
 //! Run: `cargo run --release --example informer_e2e -- [--objects 100000] [--events 100000]`
 //!
 //! With `--metadata`: a metadata-only informer (`Informer<PartialObjectMetadata>`, what service
-//! discovery keeps of Pods) syncs the same Pods instead, and only its sync is measured.
+//! discovery keeps of Pods) syncs the same Pods instead, and only its sync is measured. With
+//! `--json`, the client asks for JSON only (`Config::protobuf = false`).
 //!
 //! Heap figures come from a counting global allocator (live bytes). The simulator lives in the same
 //! process but on its own runtime, whose threads (and the example's calls into it) are not counted,
@@ -125,7 +126,11 @@ fn main() {
 
 /// Starts `informer`, waits for its sync and prints its time and the cache's heap; returns the
 /// heap.
-async fn sync<T: Object + Clone>(informer: &Informer<T>, objects: usize, json_bytes: usize) -> usize {
+async fn sync<T: Object + Clone>(
+    informer: &Informer<T>,
+    objects: usize,
+    json_bytes: usize,
+) -> usize {
     let base = live();
     let started = Instant::now();
     informer.start();
@@ -176,7 +181,9 @@ async fn run(sim: &Simulator) {
         json_bytes / objects
     );
 
-    let client = Client::new(Config::new(sim.url().parse().unwrap())).unwrap();
+    let mut config = Config::new(sim.url().parse().unwrap());
+    config.protobuf = !std::env::args().any(|a| a == "--json");
+    let client = Client::new(config).unwrap();
     let options = ReflectorOptions {
         backoff: BackoffOptions {
             initial: Duration::from_millis(10),

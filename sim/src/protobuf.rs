@@ -121,34 +121,57 @@ pub(crate) fn negotiate(accept: &str, serves: bool, list: bool) -> Form {
     Form::default()
 }
 
-/// The JSON of an object reduced to its metadata (`as=PartialObjectMetadata`), from the object.
-pub(crate) fn partial_json(object: &Value) -> Vec<u8> {
-    serde_json::to_vec(&partial(object)).unwrap_or_default()
+/// An object's `metadata`, as raw JSON, read without building the rest of the object.
+#[derive(serde::Deserialize)]
+struct MetadataOnly<'a> {
+    #[serde(default, borrow)]
+    kind: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow)]
+    metadata: Option<&'a serde_json::value::RawValue>,
 }
 
-fn partial(object: &Value) -> Value {
-    serde_json::json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": object.get("metadata").cloned().unwrap_or(Value::Null),
-    })
+/// `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":..}`.
+fn write_partial(metadata: Option<&serde_json::value::RawValue>, out: &mut Vec<u8>) {
+    out.extend_from_slice(
+        br#"{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":"#,
+    );
+    out.extend_from_slice(metadata.map_or("null", |m| m.get()).as_bytes());
+    out.push(b'}');
+}
+
+/// The JSON of an object (its JSON bytes) reduced to its metadata (`as=PartialObjectMetadata`).
+pub(crate) fn partial_json(object: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(object.len().min(4096));
+    let meta = serde_json::from_slice::<MetadataOnly>(object).ok();
+    write_partial(meta.and_then(|m| m.metadata), &mut out);
+    out
 }
 
 /// A JSON watch frame with its object reduced to its metadata; an ERROR's `Status` and a frame
 /// that is not JSON stay as they are.
 pub(crate) fn metadata_frame(json_frame: &[u8]) -> Vec<u8> {
-    let Ok(mut event) = serde_json::from_slice::<Value>(json_frame) else {
+    #[derive(serde::Deserialize)]
+    struct Event<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: std::borrow::Cow<'a, str>,
+        #[serde(borrow)]
+        object: &'a serde_json::value::RawValue,
+    }
+    let Ok(event) = serde_json::from_slice::<Event>(json_frame) else {
         return json_frame.to_vec();
     };
-    let Some(object) = event.get_mut("object") else {
+    let Ok(object) = serde_json::from_str::<MetadataOnly>(event.object.get()) else {
         return json_frame.to_vec();
     };
-    if text(object, "kind") == "Status" {
+    if object.kind.as_deref() == Some("Status") {
         return json_frame.to_vec();
     }
-    *object = partial(object);
-    let mut out = serde_json::to_vec(&event).unwrap_or_default();
-    out.push(b'\n');
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(b"{\"type\":");
+    let _ = serde_json::to_writer(&mut out, &*event.kind);
+    out.extend_from_slice(b",\"object\":");
+    write_partial(object.metadata, &mut out);
+    out.extend_from_slice(b"}\n");
     out
 }
 
@@ -380,6 +403,18 @@ fn partial_message(v: &Value) -> Message {
     m
 }
 
+/// The same, from the object's JSON bytes: only its `metadata` is parsed.
+fn partial_message_of(object: &[u8]) -> Message {
+    let metadata: Value = serde_json::from_slice::<MetadataOnly>(object)
+        .ok()
+        .and_then(|o| o.metadata)
+        .and_then(|m| serde_json::from_str(m.get()).ok())
+        .unwrap_or(Value::Null);
+    let mut m = Message::default();
+    m.message(1, object_meta(&metadata));
+    m
+}
+
 /// `k8s\0` + `runtime.Unknown` around `raw`.
 fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     let mut type_meta = Message::default();
@@ -396,36 +431,39 @@ fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A full object (with `kind` and `apiVersion`) as a protobuf body; with `metadata`, its
-/// `PartialObjectMetadata`.
-pub(crate) fn object_body(v: &Value, metadata: bool) -> Vec<u8> {
-    if metadata {
-        return object_body(&partial(v), false);
-    }
+/// A full object (with `kind` and `apiVersion`) as a protobuf body.
+pub(crate) fn object_body(v: &Value) -> Vec<u8> {
     envelope(text(v, "apiVersion"), text(v, "kind"), &object(v).0)
 }
 
-/// A LIST body: `items` are the objects of `info`'s kind, without `kind` and `apiVersion`; with
-/// `metadata`, a `PartialObjectMetadataList` of their metadata.
+/// An object's `PartialObjectMetadata` (from its JSON bytes) as a protobuf body.
+pub(crate) fn partial_body(object: &[u8]) -> Vec<u8> {
+    envelope(
+        "meta.k8s.io/v1",
+        "PartialObjectMetadata",
+        &partial_message_of(object).0,
+    )
+}
+
+/// A LIST body: `items` are the JSON of the objects of `info`'s kind (without `kind` and
+/// `apiVersion`); with `metadata`, a `PartialObjectMetadataList` of their metadata.
 pub(crate) fn list_body(
     info: &ResourceInfo,
     metadata: bool,
     rv: &str,
     continue_token: Option<&str>,
     remaining: Option<i64>,
-    items: impl Iterator<Item = Value>,
+    items: impl Iterator<Item = Vec<u8>>,
 ) -> Vec<u8> {
     let mut list = Message::default();
     list.message(1, list_meta(rv, continue_token, remaining));
     for item in items {
-        list.message(
-            2,
-            if metadata {
-                partial_message(&item)
-            } else {
-                config_map(&item)
-            },
-        );
+        let message = if metadata {
+            partial_message_of(&item)
+        } else {
+            config_map(&serde_json::from_slice(&item).unwrap_or_default())
+        };
+        list.message(2, message);
     }
     if metadata {
         return envelope("meta.k8s.io/v1", "PartialObjectMetadataList", &list.0);
@@ -441,7 +479,7 @@ pub(crate) fn push_watch_frame(json_frame: &[u8], out: &mut Vec<u8>) {
         Ok(event) => {
             let obj = event.get("object").unwrap_or(&Value::Null);
             let mut raw = Message::default();
-            raw.bytes(1, &object_body(obj, false));
+            raw.bytes(1, &object_body(obj));
             let mut event_message = Message::default();
             event_message.string(1, text(&event, "type"));
             event_message.message(2, raw);

@@ -592,11 +592,21 @@ async fn resource(
                 } => Ok(json_response(
                     faults,
                     200,
-                    protobuf::partial_json(&obj.to_value(&t.info)),
+                    protobuf::partial_json(&obj.full(&t.info)),
                 )),
-                Form { metadata, .. } => Ok(protobuf_response(
+                Form {
+                    protobuf: true,
+                    metadata: false,
+                } => Ok(protobuf_response(
                     faults,
-                    protobuf::object_body(&obj.to_value(&t.info), metadata),
+                    protobuf::object_body(&obj.to_value(&t.info)),
+                )),
+                Form {
+                    protobuf: true,
+                    metadata: true,
+                } => Ok(protobuf_response(
+                    faults,
+                    protobuf::partial_body(&obj.full(&t.info)),
                 )),
             }
         }
@@ -1286,7 +1296,11 @@ async fn list(
             &page.rv.to_string(),
             token.as_deref(),
             remaining,
-            page.items.iter().map(|o| o.to_bare_value()),
+            page.items.iter().map(|o| {
+                let mut bare = Vec::with_capacity(o.rest.len() + 2);
+                o.write_bare(&mut bare);
+                bare
+            }),
         );
         return Ok(protobuf_response(&shared.faults, body));
     }
@@ -1331,7 +1345,9 @@ fn list_body(info: &ResourceInfo, page: &Page, metadata: bool) -> Vec<u8> {
             out.push(b',');
         }
         if metadata {
-            out.extend_from_slice(&protobuf::partial_json(&o.to_bare_value()));
+            let mut bare = Vec::with_capacity(o.rest.len() + 2);
+            o.write_bare(&mut bare);
+            out.extend_from_slice(&protobuf::partial_json(&bare));
         } else if info.builtin {
             o.write_bare(&mut out)
         } else {

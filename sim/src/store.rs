@@ -205,13 +205,6 @@ impl Obj {
         out.push(b'}');
     }
 
-    /// The object without kind and apiVersion (a typed list item) parsed back into a `Value`.
-    pub fn to_bare_value(&self) -> Value {
-        let mut out = Vec::with_capacity(self.rest.len() + 2);
-        self.write_bare(&mut out);
-        serde_json::from_slice(&out).unwrap_or_default()
-    }
-
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
     }
