@@ -57,11 +57,11 @@ pub(crate) struct Form {
 }
 
 /// The form `accept` asks for first: its media ranges in order, those with `q=0` left out; a
-/// range naming protobuf counts if `serves` (the resource is translated) or it asks for the
-/// metadata form; a range with `as=` counts only for the metadata form this read answers
-/// (`PartialObjectMetadataList` for a LIST, `PartialObjectMetadata` for a GET or a WATCH, of
-/// `meta.k8s.io/v1`: a `Table` is not written); other parameters than `q`, `stream=watch`, `as`,
-/// `g` and `v` make a range not count. The first range that counts and names protobuf or what
+/// range naming protobuf counts if `protobuf` (the simulator answers it) and `serves` (the
+/// resource is translated) or it asks for the metadata form, and it has no parameter but `q`,
+/// `stream`, `charset`, `as`, `g` and `v`; a range with `as=` counts only for the metadata form
+/// this read answers (`PartialObjectMetadataList` for a LIST, `PartialObjectMetadata` for a GET or
+/// a WATCH, of `meta.k8s.io/v1`: a `Table` is not written). The first range that counts and names protobuf or what
 /// JSON satisfies (`application/json`, `application/*`, `*/*`) decides; none: whole objects in
 /// JSON. Clients send their preference in order (client-go's `application/vnd.kubernetes.protobuf,
 /// application/json`), without weights.
@@ -72,7 +72,7 @@ pub(crate) struct Form {
 /// "application/vnd.kubernetes.protobuf;q=0, */*"           -> JSON
 /// "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1" (a LIST) -> JSON, metadata
 /// ```
-pub(crate) fn negotiate(accept: &str, serves: bool, list: bool) -> Form {
+pub(crate) fn negotiate(accept: &str, protobuf: bool, serves: bool, list: bool) -> Form {
     let wanted = if list {
         "PartialObjectMetadataList"
     } else {
@@ -81,29 +81,32 @@ pub(crate) fn negotiate(accept: &str, serves: bool, list: bool) -> Form {
     for range in accept.split(',') {
         let mut parts = range.split(';');
         let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let (mut counts, mut as_kind, mut group, mut version) = (true, None, "", "");
+        let (mut refused, mut counts, mut as_kind, mut group, mut version) =
+            (false, true, None, "", "");
         for p in parts {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
             let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
             match k.as_str() {
-                "q" => counts &= v.parse::<f32>().is_ok_and(|q| q > 0.0),
+                "q" if v.parse::<f32>().map_or(true, |q| q <= 0.0) => refused = true,
+                "q" | "charset" => {}
                 "stream" if v == "watch" => {}
                 "as" => as_kind = Some(v),
                 "g" => group = v,
                 "v" => version = v,
+                // Another protobuf form is not written.
                 _ => counts = false,
             }
+        }
+        if refused {
+            continue;
         }
         let metadata = match as_kind {
             None => false,
             Some(kind) if kind == wanted && group == "meta.k8s.io" && version == "v1" => true,
             Some(_) => continue,
         };
-        if !counts {
-            continue;
-        }
         match media.as_str() {
-            "application/vnd.kubernetes.protobuf" if serves || metadata => {
+            "application/vnd.kubernetes.protobuf" if counts && protobuf && (serves || metadata) => {
                 return Form {
                     protobuf: true,
                     metadata,
@@ -495,9 +498,14 @@ pub(crate) fn push_watch_frame(json_frame: &[u8], out: &mut Vec<u8>) {
 mod tests {
     use super::*;
 
+    /// `negotiate` with protobuf on.
+    fn negotiate_t(accept: &str, serves: bool, list: bool) -> Form {
+        negotiate(accept, true, serves, list)
+    }
+
     #[test]
     fn accept_headers_are_read_in_order() {
-        let pb = |accept| negotiate(accept, true, false).protobuf;
+        let pb = |accept| negotiate_t(accept, true, false).protobuf;
         assert!(pb("application/vnd.kubernetes.protobuf, application/json"));
         assert!(pb(
             "application/vnd.kubernetes.protobuf;stream=watch, application/json"
@@ -508,10 +516,16 @@ mod tests {
             "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1, application/json"
         ));
         assert!(!pb(""));
+        // JSON with a charset still counts; protobuf turned off skips protobuf ranges.
+        assert!(!pb(
+            "application/json;charset=utf-8, application/vnd.kubernetes.protobuf"
+        ));
+        let meta_first = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1, application/json";
+        assert_eq!(negotiate(meta_first, false, true, false), Form::default());
         assert!(!pb("text/html"));
         // A kind that is not translated answers JSON, unless only its metadata is asked for.
         assert_eq!(
-            negotiate(
+            negotiate_t(
                 "application/vnd.kubernetes.protobuf, application/json",
                 false,
                 false
@@ -524,11 +538,11 @@ mod tests {
             protobuf: true,
             metadata: true,
         };
-        assert_eq!(negotiate(meta, false, true), both);
+        assert_eq!(negotiate_t(meta, false, true), both);
         // The list form on a GET or WATCH does not count: the plain JSON range decides.
-        assert_eq!(negotiate(meta, false, false), Form::default());
+        assert_eq!(negotiate_t(meta, false, false), Form::default());
         assert_eq!(
-            negotiate(
+            negotiate_t(
                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
                 true,
                 false
@@ -540,7 +554,7 @@ mod tests {
         );
         // Another group or version of the form (v1beta1's field numbers differ) is not written.
         assert_eq!(
-            negotiate(
+            negotiate_t(
                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1, application/json",
                 true,
                 false

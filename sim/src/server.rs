@@ -525,10 +525,12 @@ async fn resource(
     // translated (unless turned off), whole objects or only their metadata.
     let accept = header(hyper::header::ACCEPT);
     let form = |list: bool| {
-        let serves = shared.cfg.protobuf && protobuf::serves(&t.info);
-        let mut form = protobuf::negotiate(&accept, serves, list);
-        form.protobuf &= shared.cfg.protobuf;
-        form
+        protobuf::negotiate(
+            &accept,
+            shared.cfg.protobuf,
+            protobuf::serves(&t.info),
+            list,
+        )
     };
     if method != Method::GET {
         check_write_options(&method, &content_type, &query)?;

@@ -58,10 +58,12 @@ impl Object for DynamicObject {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PartialObjectMetadata {
-    /// `apiVersion`, e.g. `v1`.
+    /// `apiVersion`: `meta.k8s.io/v1` as the apiserver sends the metadata form; the resource's
+    /// own (`v1`), or empty in a list item, from a server that sent whole objects.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
-    /// `kind`, e.g. `Pod`.
+    /// `kind`: `PartialObjectMetadata` in the metadata form; the resource's own (`Pod`), or empty
+    /// in a list item, from a server that sent whole objects.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub kind: String,
     /// The object's metadata.

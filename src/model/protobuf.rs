@@ -603,8 +603,9 @@ fn decode<T: Default>(
 }
 
 impl FromProtobuf for PartialObjectMetadata {
-    /// `meta.v1.PartialObjectMetadata`: metadata 1. Its `apiVersion` and `kind` are those the JSON
-    /// of the same answer carries (a protobuf list item has none of its own).
+    /// `meta.v1.PartialObjectMetadata`: metadata 1. A view asks for protobuf only in the metadata
+    /// form, so its `apiVersion` and `kind` are that form's, as its JSON items carry them (a
+    /// protobuf list item has none of its own).
     fn from_protobuf(bytes: &[u8]) -> Result<PartialObjectMetadata, Failure> {
         let mut object = decode(
             bytes,

@@ -22,8 +22,9 @@
 //! - **Leave** (`fetch_sub(READER)`) or **pin** (`fetch_add(PIN - READER)`): release, so the
 //!   reader's reads of the table happen before the next writer's changes.
 //! - **Write.** Take `gate`, set `WRITER` (once no release holds it), then wait (spinning, then
-//!   yielding) until the reader count is zero: readers that came before the writer's bit leave
-//!   within one table probe, and readers after it back off. Unlock with `fetch_and(!WRITER)`,
+//!   yielding, then sleeping in 20 µs steps) until the reader count is zero: readers that came
+//!   before the writer's bit leave within one table probe, or one whole-store read (`list`), and
+//!   readers after it back off. Unlock with `fetch_and(!WRITER)`,
 //!   release, then `gate`.
 //! - **Try write** (a last `Ref` freeing what was kept for it): one `compare_exchange` that sets
 //!   `WRITER` if it and the reader count are clear, without the gate; it never waits. Such a
@@ -32,7 +33,9 @@
 //!   last `Ref` and a writer finishing at once do not both leave the release to the other.
 //!
 //! A counter that overflowed into its neighbour would corrupt the lock; a pin or reader count
-//! that reaches half its field aborts the process, as `Arc` does for its count.
+//! that reaches half its field aborts the process, as `Arc` does for its count: 2^46 pins or 2^15
+//! readers per shard on a 64-bit target, 2^18 pins or 2^11 readers on a 32-bit one (live `Ref`s
+//! and threads inside one shard's table at once).
 
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
@@ -53,6 +56,19 @@ use std::sync::{
 
 #[cfg(not(informer_loom))]
 use cell::{ConstPtr, MutPtr, UnsafeCell};
+
+/// loom's `MutPtr`, read through a raw pointer as the std build's is.
+#[cfg(informer_loom)]
+trait AsPtr<T> {
+    fn as_ptr(&self) -> *mut T;
+}
+
+#[cfg(informer_loom)]
+impl<T> AsPtr<T> for MutPtr<T> {
+    fn as_ptr(&self) -> *mut T {
+        self.with(|p| p)
+    }
+}
 
 /// Bits of the reader count: readers inside one shard's table at one instant, at most one per
 /// thread.
@@ -91,6 +107,7 @@ impl<T> PinLock<T> {
     /// Read-locks: waits while a writer holds the lock.
     #[inline]
     pub(super) fn read(&self) -> ReadGuard<'_, T> {
+        let mut spins = 0;
         loop {
             // Acquire: synchronizes with the last writer's unlock (a release in this word's
             // modification order before our increment), so its changes are visible.
@@ -105,20 +122,20 @@ impl<T> PinLock<T> {
                     _not_send: PhantomData,
                 };
             }
-            self.wait_for_writer();
+            self.wait_for_writer(&mut spins);
         }
     }
 
     /// A reader met a writer: takes its count back and waits until the writer is done.
     #[cold]
-    fn wait_for_writer(&self) {
+    fn wait_for_writer(&self, spins: &mut u32) {
         // Relaxed: this reader read nothing; the writer only needs to see the count go down.
         self.state.fetch_sub(READER, Ordering::Relaxed);
         // A writer holds `gate` until after it cleared `WRITER`.
         drop(self.gate.read().unwrap_or_else(|e| e.into_inner()));
         // A release holds the lock without the gate, for one `Vec` swap: let it run.
         if self.state.load(Ordering::Relaxed) & WRITER != 0 {
-            backoff(&mut 0);
+            backoff(spins);
         }
     }
 
@@ -188,17 +205,18 @@ impl<T> PinLock<T> {
     }
 }
 
-/// Spins a little, then yields: a writer waiting for readers that are inside one table probe, or
-/// that were preempted there.
+/// Spins a little, then yields, then sleeps in short steps: a writer waiting for readers inside
+/// one table probe (or preempted there) is let in within a few spins; one waiting for a whole-store
+/// read (`Store::list` holds every shard while it copies) does not keep a core busy meanwhile.
 fn backoff(spins: &mut u32) {
-    *spins += 1;
+    *spins = spins.saturating_add(1);
     #[cfg(informer_loom)]
     loom::thread::yield_now();
     #[cfg(not(informer_loom))]
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
+    match *spins {
+        0..64 => std::hint::spin_loop(),
+        64..128 => std::thread::yield_now(),
+        _ => std::thread::sleep(std::time::Duration::from_micros(20)),
     }
 }
 
@@ -264,15 +282,16 @@ impl<T> std::ops::Deref for WriteGuard<'_, T> {
 
     fn deref(&self) -> &T {
         // SAFETY: `WRITER` is set and no reader is inside (`write`, `try_write`), and readers that
-        // come meanwhile back off without reading: this guard's access is exclusive.
-        unsafe { MutPtr::deref(&self.data) }
+        // come meanwhile back off without reading: only this guard reaches the data, and a
+        // shared reference through it excludes a `&mut` through it.
+        unsafe { &*self.data.as_ptr() }
     }
 }
 
 impl<T> std::ops::DerefMut for WriteGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`; `&mut self` makes this the only reference through the guard.
-        unsafe { MutPtr::deref(&self.data) }
+        unsafe { &mut *self.data.as_ptr() }
     }
 }
 
@@ -321,12 +340,8 @@ mod cell {
     pub(super) struct MutPtr<T>(*mut T);
 
     impl<T> MutPtr<T> {
-        /// # Safety
-        /// No other reference to the `T` may exist while the result lives.
-        #[allow(clippy::mut_from_ref)]
-        pub(super) unsafe fn deref(&self) -> &mut T {
-            // SAFETY: the caller's.
-            unsafe { &mut *self.0 }
+        pub(super) fn as_ptr(&self) -> *mut T {
+            self.0
         }
     }
 }

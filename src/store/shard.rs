@@ -33,7 +33,7 @@
 //! the write lock with `pins` at zero, that is, once every `Ref` made before has gone (its
 //! decrement is a release that the zero's acquire load reads, through the release sequence of
 //! `pins`), and no `Ref` can be made meanwhile. A count that could wrap would break this, so a
-//! pin past `isize::MAX` aborts, as `Arc` does.
+//! pin count that reaches half its field in the lock word aborts, as `Arc` does (`lock.rs`).
 //!
 //! # What holding a `Ref` costs
 //! While any `Ref` into a shard lives, **every** object removed or replaced in that shard (one
