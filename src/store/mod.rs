@@ -30,10 +30,12 @@
 //!   the shard's `hashbrown::HashTable` with a precomputed hash and an equality closure (`key.rs`).
 //!   The key's hash (a fast keyed hash, seeded per store so crafted names cannot be precomputed to
 //!   collide) is computed once per lookup and reused by the shard's map.
-//! - **Lookups that do not write to the object.** [`Store::get`] returns a [`Ref`]: the shard counts
-//!   its live `Ref`s, and a writer that removes an object while any is live keeps it until they
-//!   have gone (`shard.rs`). An `Arc` clone's locked increment would land on the object's own cache
-//!   line, cold in a large store, and cost more than the rest of the lookup.
+//! - **Lookups that do not write to the object.** [`Store::get`] returns a [`Ref`]: the lookup
+//!   writes the object's address into a hazard slot of its thread's, and a writer that removes an
+//!   object a slot holds keeps it until the `Ref` has gone (`shard.rs`, `hazard.rs`). An `Arc`
+//!   clone's locked increment would land on the object's own cache line, cold in a large store,
+//!   and cost more than the rest of the lookup; a lookup makes two locked instructions, the
+//!   shard lock's, as client-go's does.
 //! - **Indexes.** All indexes live behind one `RwLock`. Each bucket (index value) maps key to object,
 //!   in key order, so [`Store::by_index`] reads the index alone and [`Store::index_keys`] comes out
 //!   sorted. The namespace index ([`NAMESPACE_INDEX`]) is built in. Empty buckets are removed (I5).
@@ -55,8 +57,8 @@
 //! the indexes: a `get` waits for it and sees all of it, a whole-store read sees it whole or not at
 //! all, and index reads wait for the index lock. So no reader sees half of a relist.
 
+mod hazard;
 mod key;
-mod lock;
 mod selector;
 mod shard;
 mod writer;
@@ -76,7 +78,7 @@ use key::{StoreKey, split_key};
 
 pub use selector::{LabelSelector, Requirement, SelectorParseError};
 pub use shard::Ref;
-use shard::Shard;
+use shard::{Hazards, Shard};
 pub use writer::Writer;
 
 /// Name of the built-in index from namespace to objects (client-go's `NamespaceIndex`). Cluster-scoped
@@ -342,9 +344,12 @@ impl<T: Object> Store<T> {
         let mut indexes = write(&self.indexes.0);
         // Readers of this shard need not wait for the index work (see "Consistency"): the shard
         // is unlocked at the end of this statement.
-        let (key, old) = shard.write().upsert(hash, namespace, name, &obj, |k| {
-            hash_parts(&self.hasher, k.namespace(), k.name())
-        });
+        let (key, old) =
+            shard
+                .write(&Hazards::default())
+                .upsert(hash, namespace, name, &obj, |k| {
+                    hash_parts(&self.hasher, k.namespace(), k.name())
+                });
         if old.is_none() {
             // Relaxed: see `len`; the index write lock orders the updates.
             self.len.0.fetch_add(1, Ordering::Relaxed);
@@ -363,7 +368,9 @@ impl<T: Object> Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let mut indexes = write(&self.indexes.0);
-        let (k, old) = shard.write().remove(hash, namespace, name)?;
+        let (k, old) = shard
+            .write(&Hazards::default())
+            .remove(hash, namespace, name)?;
         // Relaxed: see `len`.
         self.len.0.fetch_sub(1, Ordering::Relaxed);
         let mut caught = Vec::new();
@@ -476,7 +483,9 @@ impl<T: Object> Store<T> {
     /// held before it.
     pub(crate) fn apply_all(&self, deltas: &[Delta<T>]) -> Vec<Option<Arc<T>>> {
         let mut indexes = write(&self.indexes.0);
-        let mut shards: Vec<_> = self.shards.iter().map(|s| s.0.write()).collect();
+        // One read of the hazard slots for the whole batch, once every shard is locked.
+        let hazards = Hazards::default();
+        let mut shards: Vec<_> = self.shards.iter().map(|s| s.0.write(&hazards)).collect();
         // (key, old, new) of each change, for the indexes.
         let mut changes = Vec::with_capacity(deltas.len());
         for delta in deltas {

@@ -169,3 +169,52 @@ fn readers_see_each_batch_whole() {
             .all(|p| p.metadata.resource_version == ROUNDS.to_string())
     );
 }
+
+/// What a held `Ref` costs: its own object, not every object replaced in its shard meanwhile. A
+/// thread holds more `Ref`s than it has hazard slots (eight) while every object is replaced many
+/// times; each `Ref` still reads the object it borrowed, the store keeps one old version per
+/// `Ref` and no more, and once the `Ref`s are gone one more write frees them all.
+#[test]
+fn a_held_ref_keeps_its_object_and_nothing_else() {
+    const KEYS: usize = 200;
+    const HELD: usize = 12;
+    let store = Writer::new();
+    let first: Vec<Arc<Pod>> = (0..KEYS).map(|k| pod(&format!("p{k}"), "n", 0)).collect();
+    for p in &first {
+        store.insert(p.clone());
+    }
+    let held: Vec<_> = (0..HELD)
+        .map(|k| store.get("ns", &format!("p{k}")).unwrap())
+        .collect();
+    let mut replaced = Vec::new();
+    for version in 1..=20 {
+        for k in 0..KEYS {
+            let p = pod(&format!("p{k}"), "n", version);
+            replaced.push(Arc::downgrade(&p));
+            store.insert(p);
+        }
+    }
+    for (k, r) in held.iter().enumerate() {
+        assert_eq!(r.metadata.name, format!("p{k}"));
+        assert_eq!(r.metadata.resource_version, "0");
+        // The test's, and the store's (kept for the Ref, or owned by it beyond the slots).
+        assert_eq!(Arc::strong_count(&first[k]), 2, "p{k}");
+    }
+    for p in &first[HELD..] {
+        assert_eq!(
+            Arc::strong_count(p),
+            1,
+            "an object no Ref points at is kept"
+        );
+    }
+    // Every intermediate version is gone, though Refs into every shard they were in were live.
+    let live_intermediate = replaced[..replaced.len() - KEYS]
+        .iter()
+        .filter(|w| w.strong_count() > 0)
+        .count();
+    assert_eq!(live_intermediate, 0);
+    drop(held);
+    // The next write to each shard frees what its Refs kept.
+    store.apply_all(&[]);
+    assert!(first.iter().all(|p| Arc::strong_count(p) == 1));
+}

@@ -192,20 +192,32 @@ fn last_applied_resource_version_round_trips() {
 }
 
 /// A `Ref` reads the object it found even after the store replaced and removed it; the store keeps
-/// that object exactly as long as a `Ref` into its shard lives (`src/store/shard.rs`).
+/// that object while the `Ref` lives, and frees it at the shard's next write after the `Ref` went
+/// (`src/store/hazard.rs`).
 #[test]
 fn a_ref_keeps_its_object_until_it_goes() {
     let s = Writer::new();
     let first = pod("a", "x", "node-1", &[]);
     s.insert(first.clone());
     let r = s.get("a", "x").unwrap();
-    drop(s.insert(pod("a", "x", "node-2", &[])));
+    let second = pod("a", "x", "node-2", &[]);
+    drop(s.insert(second.clone()));
     drop(s.remove("a/x"));
     assert_eq!(r.spec.node_name.as_deref(), Some("node-1"));
     assert_eq!(Arc::strong_count(&first), 2, "the test's and the store's");
+    assert_eq!(Arc::strong_count(&second), 1, "no Ref points at the second");
     drop(r);
-    assert_eq!(Arc::strong_count(&first), 1, "released with the last Ref");
-    assert!(s.get("a", "x").is_none());
+    // The same key lands in the same shard: this write frees what the Ref kept.
+    s.insert(pod("a", "x", "node-3", &[]));
+    assert_eq!(
+        Arc::strong_count(&first),
+        1,
+        "freed at the write after the Ref"
+    );
+    assert_eq!(
+        s.get("a", "x").unwrap().spec.node_name.as_deref(),
+        Some("node-3")
+    );
 }
 
 /// Without a live `Ref`, a replaced object is the caller's alone: the store keeps no copy.
@@ -268,7 +280,7 @@ fn refs_on_many_threads_while_a_writer_replaces_everything() {
         .collect();
     assert!(kept.iter().all(|p| p.metadata.name.starts_with('p')));
     drop(kept);
-    // One more write per object lets go of whatever the last Refs could not.
+    // One more write per object frees whatever the last Refs kept.
     for n in &names {
         drop(s.insert(pod("a", n, "9", &[])));
     }
