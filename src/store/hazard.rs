@@ -15,13 +15,16 @@
 //! # The protocol
 //! - **Records.** Each thread that looks something up owns a [`Record`] of [`SLOTS`] slots,
 //!   claimed on its first lookup: a record a finished thread gave back, or a new one pushed on a
-//!   global list. Records are never freed, so the list only grows to the most threads that were
-//!   ever looking up at once; a thread gives its record back when it exits.
+//!   global list. Records are never freed, so the list grows to the most threads alive at once
+//!   that had looked something up; a thread gives its record back when its thread-locals are
+//!   destroyed (a thread whose destructors never run keeps it).
 //! - **Protect** ([`protect`]). Under the shard's read lock, the lookup stores the object's address
-//!   in a free slot of its record, with release. Only the owning thread stores an address into
-//!   its slots, and only the `Ref` holding one (which stays on that thread: it is neither `Send`
-//!   nor `Sync`) stores null back; so the owner finds a free slot by loading its own slots relaxed.
-//!   All taken (a thread holding [`SLOTS`] `Ref`s): the lookup clones the `Arc` instead.
+//!   in a free slot of its record (one it loads as null, with acquire), with release. Only the
+//!   owner stores an address into its slots, and only the `Ref` holding one stores null back. That
+//!   `Ref` is usually the owner's, but one that outlives its thread's thread-locals (held by a
+//!   thread-local destroyed later) clears its slot after the record went to a new owner, so the
+//!   null may come from another thread. All taken (a thread holding [`SLOTS`] `Ref`s): the lookup
+//!   clones the `Arc` instead.
 //! - **Retire.** A writer that takes an object out of a shard's table, under its write lock,
 //!   reads every slot of every record ([`protected`], acquire) and keeps an `Arc` of the object in
 //!   the shard if a slot holds its address (`shard.rs`).
@@ -35,13 +38,15 @@
 //! (the lock's acquire and release). So the writer's load of the slot sees the address, or a
 //! later store to the slot: the owner's null (the `Ref` went) or an address stored after it. Both
 //! are release stores sequenced after the `Ref`'s reads of the object, which the writer's acquire
-//! load then orders before its free. A `Ref` made after the write cannot point at the object: it
-//! is no longer in the table.
+//! load then orders before its free; a store by a later owner of the record follows its acquire
+//! load of that null, so it carries the order along. A `Ref` made after the write cannot point at
+//! the object: it is no longer in the table.
 //!
 //! # What a live `Ref` keeps
 //! Its own object, and only until its shard's next write after the `Ref` went (that write frees
 //! it): at most one object per live slot, however many writes there are meanwhile. A `Ref` leaked
-//! with `mem::forget` keeps its object (and its slot) for good, as a leaked `Arc` would.
+//! with `mem::forget` keeps its object (and its slot) for good, as a leaked `Arc` would, and any
+//! later object allocated at the same address is kept when removed, until the shard's next write.
 //!
 //! `tests/store_loom.rs` model-checks the protocol with loom (`--cfg informer_loom`).
 
@@ -117,13 +122,13 @@ pub(super) fn protect(object: *const ()) -> Option<&'static Slot> {
                     record
                 }
             };
-            // Relaxed: this thread is the only one that stores an address into its slots, and the
-            // null that frees one comes from a `Ref` on this thread too (or, after a previous
-            // owner exited, was seen through `claim`'s acquire).
+            // Acquire: the null may be another thread's, from a `Ref` that outlived the record's
+            // previous owner; our store below must come after that `Ref`'s reads for a writer
+            // that reads it (module docs). A plain load on x86.
             let slot = record
                 .slots
                 .iter()
-                .find(|s| s.load(Ordering::Relaxed).is_null())?;
+                .find(|s| s.load(Ordering::Acquire).is_null())?;
             // Release: a writer that reads this address (or a later store) after taking the write
             // lock also sees everything before it; the lock already orders it before the write.
             slot.store(object.cast_mut(), Ordering::Release);
