@@ -240,8 +240,8 @@ impl<T: Object> Store<T> {
         let (hash, shard) = self.locate(namespace, name);
         shard.pin(|map| {
             map.table()
-                .find(hash, |(k, _)| k.is(namespace, name))
-                .map(|(_, o)| o)
+                .find(hash, |e| e.key.is(namespace, name))
+                .map(|e| &e.object)
         })
     }
 
@@ -284,7 +284,7 @@ impl<T: Object> Store<T> {
     pub fn list(&self) -> Vec<Arc<T>> {
         let mut out = Vec::with_capacity(self.len());
         for shard in self.read_all() {
-            out.extend(shard.table().iter().map(|(_, o)| o.clone()));
+            out.extend(shard.table().iter().map(|e| e.object.clone()));
         }
         out
     }
@@ -297,7 +297,7 @@ impl<T: Object> Store<T> {
     pub fn keys(&self) -> Vec<String> {
         let mut out = Vec::with_capacity(self.len());
         for shard in self.read_all() {
-            out.extend(shard.table().iter().map(|(k, _)| k.as_str().to_owned()));
+            out.extend(shard.table().iter().map(|e| e.key.as_str().to_owned()));
         }
         out
     }
@@ -330,8 +330,8 @@ impl<T: Object> Store<T> {
             let selected = shard
                 .table()
                 .iter()
-                .filter(|(_, o)| selector.matches_with(|key| o.meta().label(key)));
-            out.extend(selected.map(|(_, o)| o.clone()));
+                .filter(|e| selector.matches_with(|key| e.object.meta().label(key)));
+            out.extend(selected.map(|e| e.object.clone()));
         }
         out
     }
@@ -555,8 +555,8 @@ impl<T: Object> Store<T> {
         };
         let mut caught = Vec::new();
         for s in self.shards.iter() {
-            for (k, obj) in s.0.read().table().iter() {
-                update_index(&mut index, name, k, None, Some(obj), &mut caught);
+            for e in s.0.read().table().iter() {
+                update_index(&mut index, name, &e.key, None, Some(&e.object), &mut caught);
             }
         }
         indexes.insert(name.to_string(), index);
@@ -719,8 +719,8 @@ impl<T: Object> KnownObjects<T> for Store<T> {
         let (namespace, name) = split_key(key);
         let (hash, shard) = self.locate(namespace, name);
         let map = shard.read();
-        let found = map.table().find(hash, |(k, _)| k.is(namespace, name));
-        found.map(|(_, o)| o.clone())
+        let found = map.table().find(hash, |e| e.key.is(namespace, name));
+        found.map(|e| e.object.clone())
     }
 
     fn holds_version(&self, key: &str, rv: &str) -> bool {
@@ -731,8 +731,8 @@ impl<T: Object> KnownObjects<T> for Store<T> {
         shard
             .read()
             .table()
-            .find(hash, |(k, _)| k.is(namespace, name))
-            .is_some_and(|(_, o)| o.meta().resource_version() == rv)
+            .find(hash, |e| e.key.is(namespace, name))
+            .is_some_and(|e| e.object.meta().resource_version() == rv)
     }
 
     fn is_empty(&self) -> bool {
@@ -741,8 +741,8 @@ impl<T: Object> KnownObjects<T> for Store<T> {
 
     fn for_each_key(&self, f: &mut dyn FnMut(&str)) {
         for s in self.shards.iter() {
-            for (k, _) in s.0.read().table().iter() {
-                f(k.as_str());
+            for e in s.0.read().table().iter() {
+                f(e.key.as_str());
             }
         }
     }
