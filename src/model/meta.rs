@@ -142,25 +142,75 @@ impl ObjectMeta {
 /// let entries: Vec<serde_json::Value> = raw.parse().unwrap();
 /// assert_eq!(entries[0]["manager"], "kubelet");
 /// ```
-#[derive(Clone, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct RawJson(Box<serde_json::value::RawValue>);
+///
+/// `managedFields` that came in protobuf are kept as their protobuf bytes, and written as the JSON
+/// the apiserver would have sent on the first [`get`](Self::get) (or `parse`, comparison,
+/// serialization): most informers never read them, and writing them as JSON for every decoded
+/// object was most of a Pod's protobuf decode (docs/measurements.md). Their structure is checked
+/// when the object is decoded; their `fieldsV1` text, which the apiserver sends as JSON bytes, is
+/// checked as JSON by [`parse`](Self::parse) and by serialization, which fail on text that is not.
+#[derive(Clone)]
+pub struct RawJson(Text);
+
+#[derive(Clone)]
+enum Text {
+    /// JSON, checked as one value by the decoder that read it.
+    Json(Box<serde_json::value::RawValue>),
+    /// Written as JSON on first read (boxed: most objects carry `Json` or nothing, and an
+    /// `ObjectMeta` holds an `Option<RawJson>`).
+    Deferred(Box<Deferred>),
+}
+
+/// A value kept in another encoding, and the function that writes it as JSON.
+#[derive(Clone)]
+struct Deferred {
+    source: Box<[u8]>,
+    write: fn(&[u8]) -> String,
+    json: std::sync::OnceLock<Box<str>>,
+}
 
 impl RawJson {
-    /// Wraps JSON already checked as one value.
+    /// A value kept as `source` until first read, then written as JSON by `write` (which must not
+    /// fail: the caller checked `source`).
     #[cfg(feature = "protobuf")]
-    pub(crate) fn from_raw(raw: Box<serde_json::value::RawValue>) -> RawJson {
-        RawJson(raw)
+    pub(crate) fn deferred(source: Box<[u8]>, write: fn(&[u8]) -> String) -> RawJson {
+        RawJson(Text::Deferred(Box::new(Deferred {
+            source,
+            write,
+            json: std::sync::OnceLock::new(),
+        })))
     }
 
     /// The JSON text.
     pub fn get(&self) -> &str {
-        self.0.get()
+        match &self.0 {
+            Text::Json(raw) => raw.get(),
+            Text::Deferred(d) => d.json.get_or_init(|| (d.write)(&d.source).into()),
+        }
     }
 
     /// Parses the text into any type.
     pub fn parse<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
-        serde_json::from_str(self.0.get())
+        serde_json::from_str(self.get())
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            Text::Json(raw) => raw.serialize(serializer),
+            Text::Deferred(_) => {
+                let raw: &serde_json::value::RawValue = serde_json::from_str(self.get())
+                    .map_err(|e| serde::ser::Error::custom(format!("not JSON: {e}")))?;
+                raw.serialize(serializer)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<serde_json::value::RawValue>::deserialize(deserializer).map(|raw| RawJson(Text::Json(raw)))
     }
 }
 

@@ -33,8 +33,8 @@
 //! protobuf (a plain `string` or `int64` with `omitempty`: `PodStatus.phase`, `generation`), an
 //! empty or zero value reads as absent, as its JSON does; fields that are pointers in Go keep
 //! whether they were sent. Timestamps become the RFC 3339 text the JSON carries (whole seconds,
-//! UTC); `managedFields` the JSON array the apiserver writes for them; `ConfigMap.binaryData` its
-//! base64.
+//! UTC); `managedFields` the JSON array the apiserver writes for them (kept as their protobuf
+//! until first read: see [`RawJson`]); `ConfigMap.binaryData` its base64.
 //!
 //! ```
 //! use informer::{Endpoints, Object};
@@ -440,8 +440,14 @@ fn status_cause(b: &[u8], c: &mut StatusCause) -> Result<(), Failure> {
 /// generation 7, creationTimestamp 8, deletionTimestamp 9, deletionGracePeriodSeconds 10, labels
 /// 11, annotations 12, ownerReferences 13, finalizers 14, managedFields 17.
 fn object_meta(b: &[u8], m: &mut ObjectMeta) -> Result<(), Failure> {
-    let (mut labels, mut annotations, mut managed) = (Vec::new(), Vec::new(), Vec::new());
-    for field in fields(b) {
+    let (mut labels, mut annotations) = (Vec::new(), Vec::new());
+    // Where each `managedFields` entry lies in `b` (its key and length included), to keep them
+    // as they came (see `managed_fields`).
+    let mut managed = Vec::new();
+    let mut cursor = fields(b);
+    loop {
+        let start = b.len() - cursor.buf.len();
+        let Some(field) = cursor.next() else { break };
         match field? {
             (1, v) => m.name = v.string()?,
             (2, v) => m.generate_name = v.string()?,
@@ -458,7 +464,10 @@ fn object_meta(b: &[u8], m: &mut ObjectMeta) -> Result<(), Failure> {
             (12, v) => map_entry(&mut annotations, v)?,
             (13, v) => push(&mut m.owner_references, v, owner_reference)?,
             (14, v) => m.finalizers.push(v.string()?),
-            (17, v) => managed.push(v.bytes()?),
+            (17, v) => {
+                managed_entry(v.bytes()?)?;
+                managed.push(start..b.len() - cursor.buf.len());
+            }
             _ => {}
         }
     }
@@ -471,7 +480,7 @@ fn object_meta(b: &[u8], m: &mut ObjectMeta) -> Result<(), Failure> {
     m.owner_references.shrink_to_fit();
     m.finalizers.shrink_to_fit();
     if !managed.is_empty() {
-        m.managed_fields = Some(managed_fields(&managed)?);
+        m.managed_fields = Some(managed_fields(b, &managed));
     }
     Ok(())
 }
@@ -506,83 +515,119 @@ fn timestamp(b: &[u8]) -> Result<Option<SmolStr>, Failure> {
     Ok(Some(super::time::rfc3339_of_seconds(seconds)))
 }
 
-/// `managedFields` as the JSON array the apiserver writes for them: each entry's members in Go's
-/// field order (manager 1, operation 2, apiVersion 3, time 4, fieldsType 6, fieldsV1 7 whose raw
-/// JSON is its field 1, subresource 8), empty ones left out; so both wires give equal metadata.
-/// The array is checked as JSON once, whole. One difference is left: Go's encoder escapes `<`,
-/// `>`, `&`, U+2028 and U+2029 (as `\u003c` ...), this writer does not, so an entry holding them
-/// reads the same but is not the same text.
-fn managed_fields(entries: &[&[u8]]) -> Result<RawJson, Failure> {
-    // The wire's size to start with (an entry's JSON is about as long as its message); grown as
-    // needed, so a message of many tiny entries cannot claim memory it does not bring.
-    let mut json = Vec::with_capacity(entries.iter().map(|e| e.len()).sum());
+/// `managedFields`, kept as the protobuf of their entries (`ranges` of `meta`, each a field 17
+/// with its key and length: one copy, exact size) and written as JSON on first read
+/// ([`RawJson`]'s docs): writing 1-2 KB of JSON text for every decoded Pod, and checking it, was
+/// most of a Pod's decode. The entries were checked by [`managed_entry`], so writing cannot fail.
+fn managed_fields(meta: &[u8], ranges: &[std::ops::Range<usize>]) -> RawJson {
+    let mut source = Vec::with_capacity(ranges.iter().map(|r| r.len()).sum());
+    for r in ranges {
+        source.extend_from_slice(&meta[r.clone()]);
+    }
+    RawJson::deferred(source.into_boxed_slice(), managed_fields_json)
+}
+
+/// One `managedFields` entry (a `ManagedFieldsEntry`): manager 1, operation 2, apiVersion 3, time
+/// 4, fieldsType 6, fieldsV1 7 (whose raw JSON is its field 1), subresource 8. Where the entry is
+/// not well formed, `Err`: the object's decode fails here, so that writing it later cannot.
+struct ManagedEntry<'a> {
+    /// manager, operation, apiVersion, fieldsType, subresource.
+    strings: [Text<'a>; 5],
+    time: Option<SmolStr>,
+    fields_v1: Option<&'a [u8]>,
+}
+
+fn managed_entry(entry: &[u8]) -> Result<ManagedEntry<'_>, Failure> {
+    let mut e = ManagedEntry {
+        strings: Default::default(),
+        time: None,
+        fields_v1: None,
+    };
+    for field in fields(entry) {
+        match field? {
+            (n @ 1..=3, v) => e.strings[n as usize - 1] = v.text()?,
+            (4, v) => e.time = timestamp(v.bytes()?)?,
+            (6, v) => e.strings[3] = v.text()?,
+            (7, v) => {
+                for field in fields(v.bytes()?) {
+                    if let (1, raw) = field? {
+                        e.fields_v1 = Some(raw.bytes()?);
+                    }
+                }
+            }
+            (8, v) => e.strings[4] = v.text()?,
+            _ => {}
+        }
+    }
+    Ok(e)
+}
+
+/// The JSON array the apiserver writes for `managedFields` entries (the field-17 fields of
+/// `source`, checked by [`managed_entry`] when decoded): each entry's members in Go's field order,
+/// empty ones left out, so both wires give equal metadata. The `fieldsV1` bytes go in as they
+/// came (the apiserver sends JSON there; `RawJson::parse` and serialization check it), invalid
+/// UTF-8 anywhere becomes U+FFFD. One difference is left: Go's encoder escapes `<`, `>`, `&`,
+/// U+2028 and U+2029 (as `\u003c` ...), this writer does not, so an entry holding them reads the
+/// same but is not the same text.
+fn managed_fields_json(source: &[u8]) -> String {
+    let mut json = Vec::with_capacity(source.len() + 64);
     json.push(b'[');
-    for (i, entry) in entries.iter().enumerate() {
-        if i > 0 {
+    for field in fields(source) {
+        // Checked when decoded: every field is an entry that reads.
+        let Ok((17, value)) = field else { continue };
+        let Ok(entry) = value.bytes().and_then(managed_entry) else {
+            continue;
+        };
+        if json.len() > 1 {
             json.push(b',');
         }
+        json.push(b'{');
         let member = |json: &mut Vec<u8>, name: &str| {
-            json.extend_from_slice(if json.last() == Some(&b'{') {
-                b"\""
-            } else {
-                b",\""
-            });
+            if json.last() != Some(&b'{') {
+                json.push(b',');
+            }
+            json.push(b'"');
             json.extend_from_slice(name.as_bytes());
             json.extend_from_slice(b"\":");
         };
-        let mut strings: [Text<'_>; 5] = Default::default();
-        let (mut time, mut fields_v1) = (None, None);
-        for field in fields(entry) {
-            match field? {
-                (n @ 1..=3, v) => strings[n as usize - 1] = v.text()?,
-                (4, v) => time = timestamp(v.bytes()?)?,
-                (6, v) => strings[3] = v.text()?,
-                (7, v) => {
-                    for field in fields(v.bytes()?) {
-                        if let (1, raw) = field? {
-                            fields_v1 = Some(raw.bytes()?);
-                        }
-                    }
-                }
-                (8, v) => strings[4] = v.text()?,
-                _ => {}
-            }
-        }
-        json.push(b'{');
+        // A `str` always writes as JSON: writing to a `Vec` cannot fail.
         let string = |json: &mut Vec<u8>, s: &str| {
-            serde_json::to_writer(&mut *json, s).map_err(|e| e.to_string())
+            let _ = serde_json::to_writer(&mut *json, s);
         };
-        for (name, value) in [("manager", 0), ("operation", 1), ("apiVersion", 2)] {
-            if !strings[value].is_empty() {
+        let [manager, operation, api_version, fields_type, subresource] = &entry.strings;
+        for (name, value) in [
+            ("manager", manager),
+            ("operation", operation),
+            ("apiVersion", api_version),
+        ] {
+            if !value.is_empty() {
                 member(&mut json, name);
-                string(&mut json, &strings[value])?;
+                string(&mut json, value);
             }
         }
-        if let Some(time) = &time {
+        if let Some(time) = &entry.time {
             member(&mut json, "time");
-            string(&mut json, time)?;
+            string(&mut json, time);
         }
-        if !strings[3].is_empty() {
+        if !fields_type.is_empty() {
             member(&mut json, "fieldsType");
-            string(&mut json, &strings[3])?;
+            string(&mut json, fields_type);
         }
-        if let Some(raw) = fields_v1.filter(|r| !r.is_empty()) {
+        if let Some(raw) = entry.fields_v1.filter(|r| !r.is_empty()) {
             member(&mut json, "fieldsV1");
             json.extend_from_slice(raw);
         }
-        if !strings[4].is_empty() {
+        if !subresource.is_empty() {
             member(&mut json, "subresource");
-            string(&mut json, &strings[4])?;
+            string(&mut json, subresource);
         }
         json.push(b'}');
     }
     json.push(b']');
-    // An exact-size copy: the estimate above is generous, and shrinking it in place would leave
-    // a gap behind every object's metadata in the allocator.
-    let text = String::from_utf8_lossy(&json).into_owned();
-    let raw = serde_json::value::RawValue::from_string(text)
-        .map_err(|e| format!("managedFields whose fieldsV1 is not JSON: {e}"))?;
-    Ok(RawJson::from_raw(raw))
+    match String::from_utf8(json) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1094,6 +1139,50 @@ mod tests {
             Some("2024-02-29T12:34:56Z")
         );
         assert_eq!(pod.metadata.deletion_timestamp, None);
+    }
+
+    #[test]
+    fn managed_fields_are_written_as_json_when_first_read() {
+        let time = varint(1, 1_709_210_096);
+        let fields_v1 = message(&[(1, br#"{"f:data":{}}"#)]);
+        let entry = message(&[
+            (1, b"kubectl"),
+            (2, b"Update"),
+            (3, b"v1"),
+            (4, &time),
+            (6, b"FieldsV1"),
+            (7, &fields_v1),
+        ]);
+        // Another field between two entries: both are kept, in order.
+        let meta = message(&[(1, b"cm"), (17, &entry), (3, b"ns"), (17, &message(&[(1, b"x\"y")]))]);
+        let cm = ConfigMap::from_protobuf(&message(&[(1, &meta)])).unwrap();
+        let managed = cm.metadata.managed_fields.unwrap();
+        let json = r#"[{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"2024-02-29T12:34:56Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}},{"manager":"x\"y"}]"#;
+        assert_eq!(managed.get(), json);
+        assert_eq!(managed.parse::<serde_json::Value>().unwrap()[1]["manager"], "x\"y");
+        assert_eq!(serde_json::to_string(&managed).unwrap(), json);
+        // Equal to the same text read from JSON.
+        assert_eq!(managed, serde_json::from_str(json).unwrap());
+    }
+
+    #[test]
+    fn a_managed_fields_entry_that_does_not_decode_fails_the_object() {
+        // A `time` that is a string where a message belongs; an entry cut short.
+        for entry in [message(&[(4, b"\xff")]), vec![0x0a, 0x05, b'a']] {
+            let meta = message(&[(1, b"cm"), (17, &entry)]);
+            assert!(ConfigMap::from_protobuf(&message(&[(1, &meta)])).is_err());
+        }
+    }
+
+    #[test]
+    fn fields_v1_that_is_not_json_is_kept_and_fails_where_it_is_read_as_json() {
+        let entry = message(&[(1, b"m"), (7, &message(&[(1, b"{not json")]))]);
+        let meta = message(&[(1, b"cm"), (17, &entry)]);
+        let cm = ConfigMap::from_protobuf(&message(&[(1, &meta)])).unwrap();
+        let managed = cm.metadata.managed_fields.clone().unwrap();
+        assert_eq!(managed.get(), r#"[{"manager":"m","fieldsV1":{not json}]"#);
+        assert!(managed.parse::<serde_json::Value>().is_err());
+        assert!(serde_json::to_string(&cm.metadata).is_err());
     }
 
     #[test]
