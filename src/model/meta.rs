@@ -158,10 +158,12 @@ enum Text {
     Json(Box<serde_json::value::RawValue>),
     /// Written as JSON on first read (boxed: most objects carry `Json` or nothing, and an
     /// `ObjectMeta` holds an `Option<RawJson>`).
+    #[cfg(feature = "protobuf")]
     Deferred(Box<Deferred>),
 }
 
 /// A value kept in another encoding, and the function that writes it as JSON.
+#[cfg(feature = "protobuf")]
 #[derive(Clone)]
 struct Deferred {
     source: Box<[u8]>,
@@ -185,6 +187,7 @@ impl RawJson {
     pub fn get(&self) -> &str {
         match &self.0 {
             Text::Json(raw) => raw.get(),
+            #[cfg(feature = "protobuf")]
             Text::Deferred(d) => d.json.get_or_init(|| (d.write)(&d.source).into()),
         }
     }
@@ -199,6 +202,7 @@ impl Serialize for RawJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match &self.0 {
             Text::Json(raw) => raw.serialize(serializer),
+            #[cfg(feature = "protobuf")]
             Text::Deferred(_) => {
                 let raw: &serde_json::value::RawValue = serde_json::from_str(self.get())
                     .map_err(|e| serde::ser::Error::custom(format!("not JSON: {e}")))?;
@@ -210,7 +214,8 @@ impl Serialize for RawJson {
 
 impl<'de> Deserialize<'de> for RawJson {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Box::<serde_json::value::RawValue>::deserialize(deserializer).map(|raw| RawJson(Text::Json(raw)))
+        Box::<serde_json::value::RawValue>::deserialize(deserializer)
+            .map(|raw| RawJson(Text::Json(raw)))
     }
 }
 

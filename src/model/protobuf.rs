@@ -1154,12 +1154,20 @@ mod tests {
             (7, &fields_v1),
         ]);
         // Another field between two entries: both are kept, in order.
-        let meta = message(&[(1, b"cm"), (17, &entry), (3, b"ns"), (17, &message(&[(1, b"x\"y")]))]);
+        let meta = message(&[
+            (1, b"cm"),
+            (17, &entry),
+            (3, b"ns"),
+            (17, &message(&[(1, b"x\"y")])),
+        ]);
         let cm = ConfigMap::from_protobuf(&message(&[(1, &meta)])).unwrap();
         let managed = cm.metadata.managed_fields.unwrap();
         let json = r#"[{"manager":"kubectl","operation":"Update","apiVersion":"v1","time":"2024-02-29T12:34:56Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}},{"manager":"x\"y"}]"#;
         assert_eq!(managed.get(), json);
-        assert_eq!(managed.parse::<serde_json::Value>().unwrap()[1]["manager"], "x\"y");
+        assert_eq!(
+            managed.parse::<serde_json::Value>().unwrap()[1]["manager"],
+            "x\"y"
+        );
         assert_eq!(serde_json::to_string(&managed).unwrap(), json);
         // Equal to the same text read from JSON.
         assert_eq!(managed, serde_json::from_str(json).unwrap());
