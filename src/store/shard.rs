@@ -347,3 +347,17 @@ impl<T: fmt::Debug> fmt::Debug for Ref<'_, T> {
         (**self).fmt(f)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_one_cache_line() {
+        // The key (up to 37 bytes inline) and the `Arc` fill 48 bytes; the alignment pads the
+        // rest, so no entry straddles two lines.
+        assert_eq!(std::mem::size_of::<(StoreKey, Arc<u8>)>(), 48);
+        assert_eq!(std::mem::size_of::<Entry<u8>>(), 64);
+        assert_eq!(std::mem::align_of::<Entry<u8>>(), 64);
+    }
+}
